@@ -1,0 +1,68 @@
+"""Backends: where arrays live and which library computes on them (lowest layer above kernels)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from minitorch_accum.backend.base import Backend
+from minitorch_accum.backend.cupy_backend import cuda_available
+from minitorch_accum.backend.device import Device, DeviceLike, parse_device
+from minitorch_accum.backend.dtypes import (
+    FLOAT_DTYPES,
+    bfloat16,
+    float16,
+    float32,
+    float64,
+    is_low_precision,
+    resolve_dtype,
+)
+from minitorch_accum.backend.numpy_backend import NumpyBackend
+from minitorch_accum.backend.random import (
+    default_generator,
+    get_rng_state,
+    manual_seed,
+    set_rng_state,
+)
+
+__all__ = [
+    "FLOAT_DTYPES",
+    "Backend",
+    "Device",
+    "DeviceLike",
+    "NumpyBackend",
+    "backend_for",
+    "backend_of_array",
+    "bfloat16",
+    "cuda_available",
+    "default_generator",
+    "float16",
+    "float32",
+    "float64",
+    "get_rng_state",
+    "is_low_precision",
+    "manual_seed",
+    "parse_device",
+    "resolve_dtype",
+    "set_rng_state",
+]
+
+
+@cache
+def _backend(device: Device) -> Backend:
+    if device.kind == "cpu":
+        return NumpyBackend()
+    from minitorch_accum.backend.cupy_backend import CupyBackend
+
+    return CupyBackend(device.index)
+
+
+def backend_for(device: DeviceLike | None) -> Backend:
+    """The (shared) backend object for a device name or Device."""
+    return _backend(parse_device(device))
+
+
+def backend_of_array(array: object) -> Backend:
+    """The backend an array belongs to: NumPy arrays are CPU, CuPy arrays their device."""
+    if hasattr(array, "__cuda_array_interface__"):
+        return backend_for(Device("cuda", int(array.device.id)))  # type: ignore[attr-defined]
+    return backend_for("cpu")

@@ -1,0 +1,29 @@
+"""Neural-network modules: Module/Param, layers, and (in ``functional``) the losses."""
+
+from minitorch_accum.nn import functional, init
+from minitorch_accum.nn.activation import GELU, ReLU, Sigmoid, Tanh
+from minitorch_accum.nn.container import Sequential
+from minitorch_accum.nn.dropout import Dropout
+from minitorch_accum.nn.embedding import Embedding
+from minitorch_accum.nn.linear import Linear
+from minitorch_accum.nn.module import Buffer, Module, Param, RecordError
+from minitorch_accum.nn.normalization import BatchNorm1d, LayerNorm
+
+__all__ = [
+    "GELU",
+    "BatchNorm1d",
+    "Buffer",
+    "Dropout",
+    "Embedding",
+    "LayerNorm",
+    "Linear",
+    "Module",
+    "Param",
+    "ReLU",
+    "RecordError",
+    "Sequential",
+    "Sigmoid",
+    "Tanh",
+    "functional",
+    "init",
+]

@@ -1,0 +1,149 @@
+"""Losses and functional forms of the layers.
+
+``cross_entropy`` and ``mse_loss`` take ``reduction="mean" | "sum" | "none"``. For
+gradient accumulation the exact rule is to sum per micro-batch and divide by the
+number of items in the whole window (see ``minitorch_accum.accum``); ``"mean"``
+here is the mean over the items of *this* call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from minitorch_accum import ops
+from minitorch_accum.autodiff import Tensor, apply, gelu, log_softmax, relu, sigmoid, softmax, tanh
+from minitorch_accum.autodiff.tensor import _check_binary
+from minitorch_accum.backend import default_generator
+from minitorch_accum.ops.function import OpError
+
+__all__ = [
+    "REDUCTIONS",
+    "batch_norm",
+    "count_items",
+    "cross_entropy",
+    "dropout",
+    "embedding",
+    "gelu",
+    "layer_norm",
+    "linear",
+    "log_softmax",
+    "mse_loss",
+    "relu",
+    "sigmoid",
+    "softmax",
+    "tanh",
+]
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_reduction(op: str, reduction: str) -> None:
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+
+
+def _target_array(targets: Any, like: Tensor, op: str) -> Any:
+    data = targets.data if isinstance(targets, Tensor) else like._backend.asarray(targets)
+    if isinstance(targets, Tensor) and targets.device != like.device:
+        raise ValueError(f"{op}: logits are on {like.device} but targets on {targets.device}")
+    if data.dtype.kind not in "iu":
+        raise TypeError(f"{op}: targets must be integer class ids, got dtype {data.dtype.name}")
+    return data
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ weight + bias`` with weight of shape (in, out), as Burn stores it."""
+    out = x @ weight
+    return out if bias is None else out + bias
+
+
+def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
+    """Cross entropy of logits (..., C) against integer targets (...).
+
+    Targets equal to ``ignore_index`` (padding) contribute nothing; ``"mean"`` divides
+    by the number of targets that are not ignored.
+    """
+    _check_reduction("cross_entropy", reduction)
+    target = _target_array(targets, logits, "cross_entropy")
+    if logits.ndim < 1 or tuple(target.shape) != logits.shape[:-1]:
+        raise OpError(
+            f"cross_entropy: logits of shape {logits.shape} need targets of shape {logits.shape[:-1]}, "
+            f"got {tuple(target.shape)}"
+        )
+    per_item = apply(ops.CrossEntropy, logits, targets=target, ignore_index=ignore_index)
+    if reduction == "none":
+        return per_item
+    total = per_item.sum()
+    if reduction == "sum":
+        return total
+    return total / float(int((target != ignore_index).sum()))
+
+
+def count_items(targets: Any, ignore_index: int = -100) -> int:
+    """The number of targets that are not ``ignore_index``: the ``num_items`` of a micro-batch."""
+    data = targets.data if isinstance(targets, Tensor) else np.asarray(targets)
+    return int((data != ignore_index).sum())
+
+
+def mse_loss(prediction: Tensor, target: Any, reduction: str = "mean") -> Tensor:
+    """Squared error; shapes must match exactly (no silent broadcasting)."""
+    _check_reduction("mse_loss", reduction)
+    if not isinstance(target, Tensor):
+        target = Tensor(prediction._backend.asarray(target, dtype=prediction.dtype), _backend=prediction._backend)
+    if target.shape != prediction.shape:
+        raise OpError(f"mse_loss: prediction has shape {prediction.shape} but target has {target.shape}")
+    _check_binary("mse_loss", prediction, target)
+    diff = prediction - target
+    squared = diff * diff
+    if reduction == "none":
+        return squared
+    return squared.sum() if reduction == "sum" else squared.mean()
+
+
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
+    """Normalize the last axis (biased variance), then scale and shift."""
+    d = x.shape[-1] if x.ndim else 0
+    if weight.shape != (d,) or bias.shape != (d,):
+        raise OpError(
+            f"layer_norm: input of shape {x.shape} needs weight and bias of shape ({d},), "
+            f"got {weight.shape} and {bias.shape}"
+        )
+    _check_binary("layer_norm", x, weight)
+    return apply(ops.LayerNorm, x, weight, bias, eps=eps)
+
+
+def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Any, running_var: Any,
+               training: bool, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Batch normalization of (N, C) or (N, C, L) input over every axis but C."""
+    if x.ndim not in (2, 3):
+        raise OpError(f"batch_norm: expects input of shape (N, C) or (N, C, L), got {x.shape}")
+    c = x.shape[1]
+    if weight.shape != (c,) or bias.shape != (c,):
+        raise OpError(f"batch_norm: {c} channels need weight and bias of shape ({c},)")
+    if training and x.size // c < 2:
+        raise OpError(f"batch_norm: training needs more than one value per channel, got input {x.shape}")
+    return apply(ops.BatchNorm, x, weight, bias, running_mean=running_mean, running_var=running_var,
+                 training=training, momentum=momentum, eps=eps)
+
+
+def embedding(ids: Any, weight: Tensor) -> Tensor:
+    """Rows of ``weight`` (num_embeddings, dim) for integer ``ids`` of any shape."""
+    data = _target_array(ids, weight, "embedding")
+    count = weight.shape[0]
+    if data.size and (int(data.min()) < 0 or int(data.max()) >= count):
+        bad = int(data.min()) if int(data.min()) < 0 else int(data.max())
+        raise OpError(f"embedding: id {bad} is out of range for {count} embeddings")
+    return apply(ops.Embedding, weight, ids=data)
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True, rng: np.random.Generator | None = None) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by 1/(1-p); identity when
+    not training. The mask is drawn on the host from the seeded generator."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+    if not training or p == 0.0:
+        return x
+    keep = (rng or default_generator()).random(x.shape) >= p
+    return apply(ops.Dropout, x, keep=x._backend.asarray(keep), scale=1.0 / (1.0 - p))

@@ -1,0 +1,42 @@
+"""Linear layer, stored as Burn stores it: weight (in, out), y = x @ W + b."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from minitorch_accum.autodiff import Tensor
+from minitorch_accum.backend import DeviceLike
+from minitorch_accum.nn import functional as F
+from minitorch_accum.nn.init import kaiming_uniform
+from minitorch_accum.nn.module import Module
+from minitorch_accum.ops.function import OpError
+
+__all__ = ["Linear"]
+
+
+class Linear(Module):
+    """y = x @ weight + bias, weight of shape (in_features, out_features).
+
+    With the weight stored (in, out), its gradient x^T @ dy is one GEMM whose output
+    has the weight's own layout, so it can be written straight into a gradient buffer.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, *, dtype: Any = "float32",
+                 device: DeviceLike | None = "cpu", rng: np.random.Generator | None = None) -> None:
+        if in_features <= 0 or out_features <= 0:
+            raise ValueError(f"Linear: features must be positive, got ({in_features}, {out_features})")
+        self.in_features = in_features
+        self.out_features = out_features
+        init = {"dtype": dtype, "device": device, "rng": rng}
+        self.weight = kaiming_uniform((in_features, out_features), in_features, **init)
+        self.bias = kaiming_uniform((out_features,), in_features, **init) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim == 0 or x.shape[-1] != self.in_features:
+            raise OpError(f"Linear: expected input with last axis {self.in_features}, got shape {x.shape}")
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

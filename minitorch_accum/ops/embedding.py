@@ -1,0 +1,23 @@
+"""Embedding lookup: rows of a weight table gathered by integer ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minitorch_accum.ops.function import Context, Function
+
+__all__ = ["Embedding"]
+
+
+class Embedding(Function):
+    @staticmethod
+    def forward(ctx: Context, weight: Any, *, ids: Any) -> Any:
+        ctx.ids, ctx.shape, ctx.dtype = ids, weight.shape, weight.dtype
+        return weight[ids]
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any]:
+        out = ctx.xp.zeros(ctx.shape, dtype=ctx.dtype)
+        # an id that occurs several times gets the sum of its rows' gradients
+        ctx.backend.scatter_add(out, ctx.ids.reshape(-1), grad.reshape(-1, ctx.shape[1]))
+        return (out,)

@@ -1,0 +1,67 @@
+"""The op protocol: a ``Function`` has a forward and, beside it, its backward.
+
+Both work on backend arrays (NumPy or CuPy), never on Tensors: the autodiff layer
+above builds the graph, calls ``forward``, and later calls ``backward`` with the
+gradient of the output. ``backward`` returns one gradient per array input (None
+where an input needs none) in the *broadcast* shape; the engine sums it back to
+each input's own shape in one place.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from minitorch_accum.backend.base import Backend
+
+__all__ = ["Context", "Function", "OpError", "quiet_float_errors"]
+
+
+class OpError(ValueError):
+    """An op was called with arguments it cannot accept (shapes, axes, dtypes)."""
+
+
+class Context:
+    """What an op's forward leaves for its backward: saved arrays and small facts."""
+
+    __slots__ = ("__dict__", "backend", "needs_input_grad", "saved", "xp")
+
+    def __init__(self, backend: Backend, needs_input_grad: tuple[bool, ...]) -> None:
+        self.backend = backend
+        self.xp = backend.xp
+        self.needs_input_grad = needs_input_grad
+        self.saved: tuple[Any, ...] = ()
+
+    def save(self, *arrays: Any) -> None:
+        """Keep arrays alive until backward (they are released right after it)."""
+        self.saved = arrays
+
+    def release(self) -> None:
+        """Drop everything saved, so activations are freed as soon as backward used them."""
+        self.saved = ()
+        self.__dict__.clear()
+
+
+class Function(ABC):
+    """Base class of every op. Subclasses define ``forward`` and ``backward`` as static methods."""
+
+    @staticmethod
+    @abstractmethod
+    def forward(ctx: Context, *inputs: Any, **params: Any) -> Any:
+        """Compute the output array from the input arrays; save what backward needs."""
+
+    @staticmethod
+    @abstractmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any | None, ...]:
+        """Gradients of the inputs (in the broadcast shape) from the output's gradient."""
+
+    @classmethod
+    def op_name(cls) -> str:
+        return cls.__name__.lower()
+
+
+def quiet_float_errors() -> Any:
+    """Silence NumPy's overflow/divide/invalid warnings: inf and nan are results here, as on a GPU."""
+    return np.errstate(all="ignore")

@@ -1,0 +1,98 @@
+"""Ops that move data without arithmetic: reshape, permute, indexing, concatenate, stack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minitorch_accum.ops.function import Context, Function
+
+__all__ = ["BroadcastTo", "Concatenate", "GetItem", "Permute", "Reshape", "Stack"]
+
+
+class Reshape(Function):
+    @staticmethod
+    def forward(ctx: Context, x: Any, *, shape: tuple[int, ...]) -> Any:
+        ctx.input_shape = x.shape
+        return x.reshape(shape)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any]:
+        return (grad.reshape(ctx.input_shape),)
+
+
+class Permute(Function):
+    @staticmethod
+    def forward(ctx: Context, x: Any, *, axes: tuple[int, ...]) -> Any:
+        ctx.axes = axes
+        return ctx.xp.transpose(x, axes)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any]:
+        inverse = [0] * len(ctx.axes)
+        for position, axis in enumerate(ctx.axes):
+            inverse[axis] = position
+        return (ctx.xp.transpose(grad, inverse),)
+
+
+class BroadcastTo(Function):
+    @staticmethod
+    def forward(ctx: Context, x: Any, *, shape: tuple[int, ...]) -> Any:
+        return ctx.xp.broadcast_to(x, shape)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any]:
+        return (grad,)  # the engine sums it back to the input's shape
+
+
+def _is_advanced(index: Any) -> bool:
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(not isinstance(p, (int, slice, type(None), type(Ellipsis))) for p in parts)
+
+
+class GetItem(Function):
+    """``x[index]``; backward scatters the gradient back (repeated indices add up)."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Any, *, index: Any) -> Any:
+        ctx.index, ctx.shape, ctx.dtype = index, x.shape, x.dtype
+        return x[index]
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any]:
+        out = ctx.xp.zeros(ctx.shape, dtype=ctx.dtype)
+        if _is_advanced(ctx.index):
+            ctx.backend.scatter_add(out, ctx.index, grad)
+        else:
+            out[ctx.index] = grad
+        return (out,)
+
+
+class Concatenate(Function):
+    @staticmethod
+    def forward(ctx: Context, *arrays: Any, axis: int) -> Any:
+        ctx.axis = axis
+        ctx.sizes = [a.shape[axis] for a in arrays]
+        return ctx.xp.concatenate(arrays, axis=axis)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any, ...]:
+        pieces = []
+        start = 0
+        for size in ctx.sizes:
+            index = [slice(None)] * grad.ndim
+            index[ctx.axis] = slice(start, start + size)
+            pieces.append(grad[tuple(index)])
+            start += size
+        return tuple(pieces)
+
+
+class Stack(Function):
+    @staticmethod
+    def forward(ctx: Context, *arrays: Any, axis: int) -> Any:
+        ctx.axis = axis
+        ctx.count = len(arrays)
+        return ctx.xp.stack(arrays, axis=axis)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any, ...]:
+        return tuple(ctx.xp.take(grad, i, axis=ctx.axis) for i in range(ctx.count))

@@ -1,0 +1,58 @@
+"""Grouping parameters so each group is one multi-tensor kernel launch.
+
+A fused step needs parameter, gradient and state arrays of one dtype (float32 or
+float64) on one device. A 16-bit parameter is updated through a float32 copy of
+itself and written back rounded; its state is kept in float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+import numpy as np
+
+from minitorch_accum.nn import Param
+
+__all__ = ["FusedGroup", "group_for_fused_step"]
+
+_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class FusedGroup:
+    """Arrays for one launch; ``write_back()`` copies updated float32 values into 16-bit params."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.params: list[Any] = []
+        self.grads: list[Any] = []
+        self._write_back: list[tuple[Param, Any]] = []
+        self.xp: Any = None
+
+    def add(self, name: str, param: Param, grad: Any) -> None:
+        self.xp = param._backend.xp
+        data = param.data
+        if data.dtype not in _FUSED_DTYPES:
+            data = data.astype(np.float32)
+            self._write_back.append((param, data))
+        if grad.dtype != data.dtype or not grad.flags.c_contiguous:
+            grad = param._backend.xp.ascontiguousarray(grad, dtype=data.dtype)
+        self.names.append(name)
+        self.params.append(data)
+        self.grads.append(grad)
+
+    def write_back(self) -> None:
+        for param, updated in self._write_back:
+            param.data = updated.astype(param.dtype)
+
+
+def group_for_fused_step(
+    entries: Iterable[tuple[str, Param, Any]], key: Callable[[str, Param], Hashable]
+) -> list[FusedGroup]:
+    """Split entries into groups by (device, compute dtype, ``key(name, param)``)."""
+    groups: dict[Hashable, FusedGroup] = {}
+    for name, param, grad in entries:
+        compute = param.dtype if param.dtype in _FUSED_DTYPES else np.dtype(np.float32)
+        group_key = (param.device, compute, key(name, param))
+        groups.setdefault(group_key, FusedGroup()).add(name, param, grad)
+    return list(groups.values())

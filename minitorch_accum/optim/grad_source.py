@@ -1,0 +1,47 @@
+"""What an optimizer reads gradients from: a Gradients container, or an accumulation window.
+
+The accumulation layer sits above optim, so optim cannot import it; instead an
+accumulator offers ``gradient_window()``, returning the raw sums in its persistent
+buffers plus the one factor (1/k or 1/N_items, times any loss-scale unscale and
+clipping) that turns them into the window's gradient. The optimizer folds that
+factor into its fused step, so normalization costs no pass over memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from minitorch_accum.autodiff import Gradients, Tensor
+
+__all__ = ["GradientWindow", "gradient_window"]
+
+
+@dataclass
+class GradientWindow:
+    """Gradient arrays by parameter, to be multiplied by ``grad_scale`` before use.
+
+    ``skip`` is set when the window saw a non-finite gradient: the step must not run.
+    """
+
+    arrays: dict[int, Any] = field(default_factory=dict)
+    grad_scale: float = 1.0
+    skip: bool = False
+
+    def get(self, param: Tensor) -> Any:
+        return self.arrays.get(id(param))
+
+
+def gradient_window(grads: Any) -> GradientWindow:
+    """A GradientWindow for a Gradients container or any object offering ``gradient_window()``."""
+    if isinstance(grads, Gradients):
+        return GradientWindow({id(t): g for t, g in grads.items()})
+    offer = getattr(grads, "gradient_window", None)
+    if callable(offer):
+        window = offer()
+        if not isinstance(window, GradientWindow):
+            raise TypeError(f"{type(grads).__name__}.gradient_window() must return a GradientWindow")
+        return window
+    raise TypeError(
+        f"optimizer step expects a Gradients container or an Accumulator, got {type(grads).__name__}"
+    )
