@@ -1,0 +1,279 @@
+// Element math of every accumulation kernel, written once.
+//
+// Compiled three ways: by NVRTC/nvcc into the CUDA kernels (.cu files), by the
+// host C++ compiler into the native CPU module, and again by the host compiler
+// (with csrc/native/cuda_emulation.h) into the launch emulator. Every path must
+// round exactly as the NumPy reference does, so: no fused multiply-add (host
+// code is built with -ffp-contract=off, NVRTC gets --fmad=false), no fast-math,
+// and every operation below is written in the order the reference uses.
+//
+// No CUDA toolkit header is included: NVRTC from the pip wheel ships none.
+#pragma once
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define MTA_HD __host__ __device__
+#define MTA_UNROLL _Pragma("unroll")
+#else
+#define MTA_HD
+#define MTA_UNROLL
+#endif
+
+typedef unsigned char mta_u8;
+typedef unsigned short mta_u16;
+typedef unsigned int mta_u32;
+typedef unsigned long long mta_u64;
+typedef long long mta_i64;
+
+#if !defined(__CUDACC_RTC__)
+static_assert(sizeof(mta_u16) == 2 && sizeof(mta_u32) == 4 && sizeof(mta_u64) == 8,
+              "fixed-width typedefs do not match this compiler");
+#endif
+
+// Storage-only 16-bit float types. Their bits are converted by hand (no
+// cuda_fp16.h); the conversions to fp32 are exact, so every compiler agrees.
+struct mta_half { mta_u16 bits; };
+struct mta_bfloat16 { mta_u16 bits; };
+
+// ---------------------------------------------------------------- bit casts
+
+MTA_HD inline mta_u32 mta_float_bits(float x) {
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(x);
+#else
+    mta_u32 u;
+    __builtin_memcpy(&u, &x, sizeof u);
+    return u;
+#endif
+}
+
+MTA_HD inline float mta_float_from_bits(mta_u32 u) {
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    float x;
+    __builtin_memcpy(&x, &u, sizeof x);
+    return x;
+#endif
+}
+
+MTA_HD inline mta_u64 mta_double_bits(double x) {
+#if defined(__CUDA_ARCH__)
+    return (mta_u64)__double_as_longlong(x);
+#else
+    mta_u64 u;
+    __builtin_memcpy(&u, &x, sizeof u);
+    return u;
+#endif
+}
+
+MTA_HD inline double mta_double_from_bits(mta_u64 u) {
+#if defined(__CUDA_ARCH__)
+    return __longlong_as_double((long long)u);
+#else
+    double x;
+    __builtin_memcpy(&x, &u, sizeof x);
+    return x;
+#endif
+}
+
+// c ? a : b without a branch. Written as a ternary on the host, the compiler
+// sinks each arm's arithmetic into its own branch, may not speculate it back
+// (-ftrapping-math, the default), and then refuses to vectorize the loop.
+// Whole bit patterns are selected, so the result is exactly a or b.
+MTA_HD inline mta_u32 mta_select(bool c, mta_u32 a, mta_u32 b) {
+#if defined(__CUDA_ARCH__)
+    return c ? a : b;
+#else
+    const mta_u32 mask = 0u - (mta_u32)c;
+    return (a & mask) | (b & ~mask);
+#endif
+}
+
+MTA_HD inline mta_u64 mta_select(bool c, mta_u64 a, mta_u64 b) {
+#if defined(__CUDA_ARCH__)
+    return c ? a : b;
+#else
+    const mta_u64 mask = 0ull - (mta_u64)c;
+    return (a & mask) | (b & ~mask);
+#endif
+}
+
+MTA_HD inline float mta_select(bool c, float a, float b) {
+    return mta_float_from_bits(mta_select(c, mta_float_bits(a), mta_float_bits(b)));
+}
+
+MTA_HD inline double mta_select(bool c, double a, double b) {
+    return mta_double_from_bits(mta_select(c, mta_double_bits(a), mta_double_bits(b)));
+}
+
+MTA_HD inline float mta_abs(float x) { return mta_float_from_bits(mta_float_bits(x) & 0x7fffffffu); }
+MTA_HD inline double mta_abs(double x) {
+    return mta_double_from_bits(mta_double_bits(x) & 0x7fffffffffffffffull);
+}
+
+MTA_HD inline float mta_sqrt(float x) {
+#if defined(__CUDA_ARCH__)
+    return sqrtf(x);  // IEEE round-to-nearest unless --use_fast_math, which we never pass
+#else
+    return __builtin_sqrtf(x);
+#endif
+}
+
+MTA_HD inline double mta_sqrt(double x) {
+#if defined(__CUDA_ARCH__)
+    return sqrt(x);
+#else
+    return __builtin_sqrt(x);
+#endif
+}
+
+// --------------------------------------------------- 16-bit float -> fp32
+
+// Branch-free (see mta_select) so the host compiler vectorizes it.
+// Subnormals are renormalized by one exact fp32 subtraction (Sterbenz);
+// inf/nan keep their payload, as NumPy's own float16 -> float32 cast does.
+MTA_HD inline float mta_half_to_float(mta_u16 h) {
+    const mta_u32 shifted_exp = 0x7c00u << 13;
+    const mta_u32 magnitude = ((mta_u32)(h & 0x7fffu) << 13) + ((127u - 15u) << 23);
+    const mta_u32 exp = shifted_exp & ((mta_u32)h << 13);
+    const mta_u32 inf_nan = magnitude + ((128u - 16u) << 23);
+    const mta_u32 subnormal =
+        mta_float_bits(mta_float_from_bits(magnitude + (1u << 23)) - mta_float_from_bits(113u << 23));
+    const mta_u32 o = mta_select(exp == shifted_exp, inf_nan, mta_select(exp == 0u, subnormal, magnitude));
+    return mta_float_from_bits(o | ((mta_u32)(h & 0x8000u) << 16));
+}
+
+MTA_HD inline float mta_bfloat16_to_float(mta_u16 h) {
+    return mta_float_from_bits((mta_u32)h << 16);
+}
+
+// Every stored gradient type read as the arithmetic type it widens to.
+MTA_HD inline float mta_value(float x) { return x; }
+MTA_HD inline double mta_value(double x) { return x; }
+MTA_HD inline float mta_value(mta_half x) { return mta_half_to_float(x.bits); }
+MTA_HD inline float mta_value(mta_bfloat16 x) { return mta_bfloat16_to_float(x.bits); }
+
+template <class A, class G>
+MTA_HD inline A mta_widen(G g) {
+    return (A)mta_value(g);
+}
+
+// The non-finite test looks at exponent bits of the stored value, so it costs
+// two integer operations and never depends on the compiler's isfinite.
+MTA_HD inline bool mta_is_finite(float x) {
+    return (mta_float_bits(x) & 0x7f800000u) != 0x7f800000u;
+}
+MTA_HD inline bool mta_is_finite(double x) {
+    return (mta_double_bits(x) & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
+}
+MTA_HD inline bool mta_is_finite(mta_half x) { return (x.bits & 0x7c00u) != 0x7c00u; }
+MTA_HD inline bool mta_is_finite(mta_bfloat16 x) { return (x.bits & 0x7f80u) != 0x7f80u; }
+
+
+// ------------------------------------------------------ accumulation modes
+
+enum MtaAccumulateMode {
+    MTA_MODE_ADD = 0,                 // acc += y
+    MTA_MODE_COPY = 1,                // acc = y (first micro-batch: no zeroing pass)
+    MTA_MODE_ADD_COMPENSATED = 2,     // Neumaier: acc + comp carries the exact sum
+    MTA_MODE_COPY_COMPENSATED = 3,    // acc = y, comp = 0
+};
+
+template <int MODE>
+struct MtaMode {
+    static constexpr bool reads_acc = MODE == MTA_MODE_ADD || MODE == MTA_MODE_ADD_COMPENSATED;
+    static constexpr bool compensated =
+        MODE == MTA_MODE_ADD_COMPENSATED || MODE == MTA_MODE_COPY_COMPENSATED;
+};
+
+// Neumaier's variant of Kahan summation: the branch picks the operand whose
+// low bits were lost, so it stays exact when |y| > |acc| (plain Kahan does not).
+template <class A>
+MTA_HD inline void mta_neumaier_add(A& acc, A& comp, A y) {
+    const A t = acc + y;
+    const A lost_from_y = (acc - t) + y;
+    const A lost_from_acc = (y - t) + acc;
+    const A lost = mta_select(mta_abs(acc) >= mta_abs(y), lost_from_y, lost_from_acc);
+    comp = comp + lost;
+    acc = t;
+}
+
+// y is s * g already rounded to the accumulator type.
+template <int MODE, class A>
+MTA_HD inline void mta_accumulate_element(A& acc, A& comp, A y) {
+    if constexpr (MODE == MTA_MODE_ADD) {
+        acc = acc + y;
+    } else if constexpr (MODE == MTA_MODE_COPY) {
+        acc = y;
+    } else if constexpr (MODE == MTA_MODE_ADD_COMPENSATED) {
+        mta_neumaier_add(acc, comp, y);
+    } else {
+        acc = y;
+        comp = A(0);
+    }
+}
+
+// -------------------------------------------------------- optimizer steps
+
+// Host-computed scalars, each rounded once from float64 to T (see
+// minitorch_accum/kernels/hyperparameters.py); passed to kernels by value.
+template <class T>
+struct MtaSgdScalars {
+    T lr;
+    T momentum;
+    T dampening_complement;  // 1 - dampening
+    T weight_decay;
+    T grad_scale;            // the window's 1/k or 1/N_items, times any loss-scale unscale
+    int nesterov;
+    int first_step;          // the buffer is written, not read: buf = g
+};
+
+template <class T>
+struct MtaAdamScalars {
+    T decay;                 // 1 - lr * weight_decay (decoupled only)
+    T weight_decay;          // Adam's L2 term (coupled only)
+    T beta1;
+    T beta1_complement;      // 1 - beta1
+    T beta2;
+    T beta2_complement;      // 1 - beta2
+    T step_size;             // lr / (1 - beta1^step)
+    T bias_correction2_sqrt; // sqrt(1 - beta2^step)
+    T eps;
+    T grad_scale;
+    int decoupled;
+};
+
+// PyTorch SGD semantics:
+//   g = grad * grad_scale; if wd != 0: g += wd * p
+//   if momentum != 0: buf = first_step ? g : momentum * buf + (1 - dampening) * g
+//                     g = nesterov ? g + momentum * buf : buf
+//   p = p - lr * g
+// buf is left as it was when momentum == 0 (callers then pass any scratch).
+template <class T>
+MTA_HD inline void mta_sgd_momentum_update(T& p, T grad, T& buf, const MtaSgdScalars<T>& h) {
+    const T scaled = grad * h.grad_scale;
+    const T decayed = scaled + h.weight_decay * p;
+    const T g = mta_select(h.weight_decay != T(0), decayed, scaled);
+    const T averaged = h.momentum * buf + h.dampening_complement * g;
+    const T b = mta_select(h.first_step != 0, g, averaged);
+    const T nesterov = g + h.momentum * b;
+    const bool has_momentum = h.momentum != T(0);
+    const T direction = mta_select(has_momentum, mta_select(h.nesterov != 0, nesterov, b), g);
+    buf = mta_select(has_momentum, b, buf);
+    p = p - h.lr * direction;
+}
+
+// PyTorch AdamW (decoupled) / Adam-L2 semantics with one fixed formula:
+//   denom = sqrt(v) / sqrt(1 - beta2^step) + eps;  p -= (lr / (1 - beta1^step)) * (m / denom)
+template <class T>
+MTA_HD inline void mta_adam_update(T& p, T grad, T& m, T& v, const MtaAdamScalars<T>& h) {
+    const T scaled = grad * h.grad_scale;
+    const T with_l2 = scaled + h.weight_decay * p;
+    const T g = mta_select(!h.decoupled && h.weight_decay != T(0), with_l2, scaled);
+    const T decayed = p * h.decay;
+    const T q = mta_select(h.decoupled != 0, decayed, p);
+    m = h.beta1 * m + h.beta1_complement * g;
+    v = h.beta2 * v + h.beta2_complement * (g * g);
+    const T denom = mta_sqrt(v) / h.bias_correction2_sqrt + h.eps;
+    p = q - h.step_size * (m / denom);
+}

@@ -1,0 +1,101 @@
+// minitorch_accum._native: the CPU fast path of the accumulation kernels and
+// the launch emulator that runs their CUDA source on the CPU.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstddef>
+
+#include "accum_math.cuh"
+#include "multi_tensor.cuh"
+#include "native/bindings.h"
+
+namespace minitorch_accum {
+
+namespace {
+
+namespace py = pybind11;
+
+template <int DEPTH>
+py::dict table_layout() {
+    using T = MtaTensorTable<DEPTH>;
+    py::dict d;
+    d["itemsize"] = sizeof(T);
+    d["max_tensors"] = T::max_tensors;
+    d["addresses"] = offsetof(T, addresses);
+    d["sizes"] = offsetof(T, sizes);
+    d["kinds"] = offsetof(T, kinds);
+    d["block_to_tensor"] = offsetof(T, block_to_tensor);
+    d["block_to_chunk"] = offsetof(T, block_to_chunk);
+    return d;
+}
+
+template <class T>
+py::dict sgd_layout() {
+    using S = MtaSgdScalars<T>;
+    py::dict d;
+    d["itemsize"] = sizeof(S);
+    d["nesterov"] = offsetof(S, nesterov);
+    d["first_step"] = offsetof(S, first_step);
+    return d;
+}
+
+template <class T>
+py::dict adam_layout() {
+    using S = MtaAdamScalars<T>;
+    py::dict d;
+    d["itemsize"] = sizeof(S);
+    d["eps"] = offsetof(S, eps);
+    d["decoupled"] = offsetof(S, decoupled);
+    return d;
+}
+
+}  // namespace
+
+void bind_layout(py::module_& m) {
+    m.def(
+        "layout",
+        []() {
+            py::dict d;
+            d["chunk_size"] = MTA_CHUNK_SIZE;
+            d["multi_tensor_block"] = MTA_MT_BLOCK;
+            d["max_blocks"] = MTA_MT_MAX_BLOCKS;
+            py::dict tables;
+            tables[py::int_(1)] = table_layout<1>();
+            tables[py::int_(2)] = table_layout<2>();
+            tables[py::int_(3)] = table_layout<3>();
+            tables[py::int_(4)] = table_layout<4>();
+            d["tables"] = tables;
+            d["sgd_f32"] = sgd_layout<float>();
+            d["sgd_f64"] = sgd_layout<double>();
+            d["adam_f32"] = adam_layout<float>();
+            d["adam_f64"] = adam_layout<double>();
+            py::dict kinds;
+            kinds["f32_f32"] = int(MTA_KIND_F32_F32);
+            kinds["f32_f16"] = int(MTA_KIND_F32_F16);
+            kinds["f32_bf16"] = int(MTA_KIND_F32_BF16);
+            kinds["f64_f64"] = int(MTA_KIND_F64_F64);
+            kinds["f64_f32"] = int(MTA_KIND_F64_F32);
+            d["kinds"] = kinds;
+            py::dict dtypes;
+            dtypes["f32"] = int(MTA_DTYPE_F32);
+            dtypes["f16"] = int(MTA_DTYPE_F16);
+            dtypes["bf16"] = int(MTA_DTYPE_BF16);
+            dtypes["f64"] = int(MTA_DTYPE_F64);
+            d["dtypes"] = dtypes;
+            return d;
+        },
+        R"doc(Sizes and field offsets of the structs the CUDA kernels take by value, and the
+launch constants, so the Python launch planner can check its NumPy mirrors.)doc");
+}
+
+}  // namespace minitorch_accum
+
+PYBIND11_MODULE(_native, m) {
+    m.doc() = R"doc(Native CPU kernels of minitorch_accum (OpenMP + SIMD, GIL released) and the
+CPU launch emulator of its CUDA kernels. Private: use minitorch_accum.kernels.)doc";
+    minitorch_accum::bind_accumulate(m);
+    minitorch_accum::bind_l2_norm(m);
+    minitorch_accum::bind_optimizer_steps(m);
+    minitorch_accum::bind_layout(m);
+    minitorch_accum::emulator::bind(m);
+}
