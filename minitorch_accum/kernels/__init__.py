@@ -1,0 +1,71 @@
+"""Fused gradient-accumulation kernels: the lowest layer of minitorch_accum.
+
+One kernel body, two compilers: the element math lives in csrc/accum_math.cuh,
+the CUDA kernels in csrc/*.cu (run on GPUs through cupy.RawModule), and the
+native CPU module minitorch_accum._native compiles the same header (OpenMP +
+SIMD) and also runs the CUDA kernels themselves through a launch emulator.
+
+Every function dispatches on the array type: CuPy arrays run the CUDA kernels,
+NumPy arrays the CPU path of ``kernel_path()`` ("native" by default; set
+``MTA_KERNELS=reference|native|emulated`` or use ``use_path``).
+``minitorch_accum.kernels.reference`` holds the NumPy oracle of each kernel.
+
+This package imports nothing from the rest of minitorch_accum.
+"""
+
+from __future__ import annotations
+
+from minitorch_accum.kernels.accumulate import (
+    add_scale,
+    add_scale_compensated,
+    cast_add_scale,
+    copy_scale,
+    copy_scale_compensated,
+    multi_add_scale,
+    multi_add_scale_compensated,
+    multi_cast_add_scale,
+    multi_copy_scale,
+    multi_copy_scale_compensated,
+    new_flag,
+)
+from minitorch_accum.kernels.catalog import CATALOG, KERNELS, KernelInfo
+from minitorch_accum.kernels.dispatch import (
+    NativeExtensionMissingWarning,
+    kernel_path,
+    native_available,
+    use_path,
+)
+from minitorch_accum.kernels.norms import l2_norm, multi_l2_norm
+from minitorch_accum.kernels.optimizer_steps import (
+    adamw_step,
+    multi_adamw_step,
+    multi_sgd_momentum_step,
+    sgd_momentum_step,
+)
+
+__all__ = [
+    "CATALOG",
+    "KERNELS",
+    "KernelInfo",
+    "NativeExtensionMissingWarning",
+    "adamw_step",
+    "add_scale",
+    "add_scale_compensated",
+    "cast_add_scale",
+    "copy_scale",
+    "copy_scale_compensated",
+    "kernel_path",
+    "l2_norm",
+    "multi_adamw_step",
+    "multi_add_scale",
+    "multi_add_scale_compensated",
+    "multi_cast_add_scale",
+    "multi_copy_scale",
+    "multi_copy_scale_compensated",
+    "multi_l2_norm",
+    "multi_sgd_momentum_step",
+    "native_available",
+    "new_flag",
+    "sgd_momentum_step",
+    "use_path",
+]
