@@ -3,9 +3,15 @@
 // Compiled three ways: by NVRTC/nvcc into the CUDA kernels (.cu files), by the
 // host C++ compiler into the native CPU module, and again by the host compiler
 // (with csrc/native/cuda_emulation.h) into the launch emulator. Every path must
-// round exactly as the NumPy reference does, so: no fused multiply-add (host
-// code is built with -ffp-contract=off, NVRTC gets --fmad=false), no fast-math,
-// and every operation below is written in the order the reference uses.
+// round exactly as the NumPy reference does: one IEEE round-to-nearest per
+// operation, in the order written here, subnormals kept, no fused multiply-add.
+//
+// The host gets that from plain operators (built with -ffp-contract=off, never
+// -ffast-math). The device cannot rely on its flags: CuPy appends -ftz=true to
+// every NVRTC compile, which flushes fp32 subnormals in arithmetic, compares
+// and conversions. So on the device each operation is explicit PTX with a
+// rounding modifier and no .ftz; such instructions are also never contracted
+// into an FMA. Comparisons are done on bits.
 //
 // No CUDA toolkit header is included: NVRTC from the pip wheel ships none.
 #pragma once
@@ -76,6 +82,51 @@ MTA_HD inline double mta_double_from_bits(mta_u64 u) {
 #endif
 }
 
+// ------------------------------------------------------ IEEE arithmetic
+
+#if defined(__CUDA_ARCH__)
+#define MTA_PTX_BINARY(name, T, op, reg)                                   \
+    __device__ inline T name(T a, T b) {                                   \
+        T r;                                                               \
+        asm(op " %0, %1, %2;" : "=" reg(r) : reg(a), reg(b));              \
+        return r;                                                          \
+    }
+MTA_PTX_BINARY(mta_add, float, "add.rn.f32", "f")
+MTA_PTX_BINARY(mta_sub, float, "sub.rn.f32", "f")
+MTA_PTX_BINARY(mta_mul, float, "mul.rn.f32", "f")
+MTA_PTX_BINARY(mta_div, float, "div.rn.f32", "f")
+MTA_PTX_BINARY(mta_add, double, "add.rn.f64", "d")
+MTA_PTX_BINARY(mta_sub, double, "sub.rn.f64", "d")
+MTA_PTX_BINARY(mta_mul, double, "mul.rn.f64", "d")
+MTA_PTX_BINARY(mta_div, double, "div.rn.f64", "d")
+#undef MTA_PTX_BINARY
+
+__device__ inline float mta_sqrt(float x) {
+    float r;
+    asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+__device__ inline double mta_sqrt(double x) {
+    double r;
+    asm("sqrt.rn.f64 %0, %1;" : "=d"(r) : "d"(x));
+    return r;
+}
+// Exact, but cvt would flush an fp32 subnormal under -ftz=true.
+__device__ inline double mta_to_double(float x) {
+    double r;
+    asm("cvt.f64.f32 %0, %1;" : "=d"(r) : "f"(x));
+    return r;
+}
+#else
+template <class T> inline T mta_add(T a, T b) { return a + b; }
+template <class T> inline T mta_sub(T a, T b) { return a - b; }
+template <class T> inline T mta_mul(T a, T b) { return a * b; }
+template <class T> inline T mta_div(T a, T b) { return a / b; }
+inline float mta_sqrt(float x) { return __builtin_sqrtf(x); }
+inline double mta_sqrt(double x) { return __builtin_sqrt(x); }
+inline double mta_to_double(float x) { return (double)x; }
+#endif
+
 // c ? a : b without a branch. Written as a ternary on the host, the compiler
 // sinks each arm's arithmetic into its own branch, may not speculate it back
 // (-ftrapping-math, the default), and then refuses to vectorize the loop.
@@ -106,39 +157,36 @@ MTA_HD inline double mta_select(bool c, double a, double b) {
     return mta_double_from_bits(mta_select(c, mta_double_bits(a), mta_double_bits(b)));
 }
 
-MTA_HD inline float mta_abs(float x) { return mta_float_from_bits(mta_float_bits(x) & 0x7fffffffu); }
-MTA_HD inline double mta_abs(double x) {
-    return mta_double_from_bits(mta_double_bits(x) & 0x7fffffffffffffffull);
+// |a| >= |b| as IEEE defines it (false when either is NaN), on bits: for
+// magnitudes, float order is unsigned integer order, subnormals included.
+MTA_HD inline bool mta_abs_ge(float a, float b) {
+    const mta_u32 x = mta_float_bits(a) & 0x7fffffffu;
+    const mta_u32 y = mta_float_bits(b) & 0x7fffffffu;
+    return (x >= y) & (x <= 0x7f800000u) & (y <= 0x7f800000u);
 }
 
-MTA_HD inline float mta_sqrt(float x) {
-#if defined(__CUDA_ARCH__)
-    return sqrtf(x);  // IEEE round-to-nearest unless --use_fast_math, which we never pass
-#else
-    return __builtin_sqrtf(x);
-#endif
+MTA_HD inline bool mta_abs_ge(double a, double b) {
+    const mta_u64 x = mta_double_bits(a) & 0x7fffffffffffffffull;
+    const mta_u64 y = mta_double_bits(b) & 0x7fffffffffffffffull;
+    return (x >= y) & (x <= 0x7ff0000000000000ull) & (y <= 0x7ff0000000000000ull);
 }
 
-MTA_HD inline double mta_sqrt(double x) {
-#if defined(__CUDA_ARCH__)
-    return sqrt(x);
-#else
-    return __builtin_sqrt(x);
-#endif
-}
+// x != 0 as IEEE defines it (true for NaN, false for -0), on bits.
+MTA_HD inline bool mta_nonzero(float x) { return (mta_float_bits(x) & 0x7fffffffu) != 0; }
+MTA_HD inline bool mta_nonzero(double x) { return (mta_double_bits(x) & 0x7fffffffffffffffull) != 0; }
 
 // --------------------------------------------------- 16-bit float -> fp32
 
 // Branch-free (see mta_select) so the host compiler vectorizes it.
-// Subnormals are renormalized by one exact fp32 subtraction (Sterbenz);
-// inf/nan keep their payload, as NumPy's own float16 -> float32 cast does.
+// Subnormals are renormalized by one exact fp32 subtraction (Sterbenz, all
+// operands normal); inf/nan keep their payload, as NumPy's own cast does.
 MTA_HD inline float mta_half_to_float(mta_u16 h) {
     const mta_u32 shifted_exp = 0x7c00u << 13;
     const mta_u32 magnitude = ((mta_u32)(h & 0x7fffu) << 13) + ((127u - 15u) << 23);
     const mta_u32 exp = shifted_exp & ((mta_u32)h << 13);
     const mta_u32 inf_nan = magnitude + ((128u - 16u) << 23);
     const mta_u32 subnormal =
-        mta_float_bits(mta_float_from_bits(magnitude + (1u << 23)) - mta_float_from_bits(113u << 23));
+        mta_float_bits(mta_sub(mta_float_from_bits(magnitude + (1u << 23)), mta_float_from_bits(113u << 23)));
     const mta_u32 o = mta_select(exp == shifted_exp, inf_nan, mta_select(exp == 0u, subnormal, magnitude));
     return mta_float_from_bits(o | ((mta_u32)(h & 0x8000u) << 16));
 }
@@ -147,15 +195,21 @@ MTA_HD inline float mta_bfloat16_to_float(mta_u16 h) {
     return mta_float_from_bits((mta_u32)h << 16);
 }
 
-// Every stored gradient type read as the arithmetic type it widens to.
-MTA_HD inline float mta_value(float x) { return x; }
-MTA_HD inline double mta_value(double x) { return x; }
-MTA_HD inline float mta_value(mta_half x) { return mta_half_to_float(x.bits); }
-MTA_HD inline float mta_value(mta_bfloat16 x) { return mta_bfloat16_to_float(x.bits); }
+// A stored gradient widened (exactly) to the accumulator type A.
+template <class A> struct MtaWiden;
+template <> struct MtaWiden<float> {
+    MTA_HD static float from(float x) { return x; }
+    MTA_HD static float from(mta_half x) { return mta_half_to_float(x.bits); }
+    MTA_HD static float from(mta_bfloat16 x) { return mta_bfloat16_to_float(x.bits); }
+};
+template <> struct MtaWiden<double> {
+    MTA_HD static double from(double x) { return x; }
+    MTA_HD static double from(float x) { return mta_to_double(x); }
+};
 
 template <class A, class G>
 MTA_HD inline A mta_widen(G g) {
-    return (A)mta_value(g);
+    return MtaWiden<A>::from(g);
 }
 
 // The non-finite test looks at exponent bits of the stored value, so it costs
@@ -168,7 +222,6 @@ MTA_HD inline bool mta_is_finite(double x) {
 }
 MTA_HD inline bool mta_is_finite(mta_half x) { return (x.bits & 0x7c00u) != 0x7c00u; }
 MTA_HD inline bool mta_is_finite(mta_bfloat16 x) { return (x.bits & 0x7f80u) != 0x7f80u; }
-
 
 // ------------------------------------------------------ accumulation modes
 
@@ -186,15 +239,14 @@ struct MtaMode {
         MODE == MTA_MODE_ADD_COMPENSATED || MODE == MTA_MODE_COPY_COMPENSATED;
 };
 
-// Neumaier's variant of Kahan summation: the branch picks the operand whose
+// Neumaier's variant of Kahan summation: the select picks the operand whose
 // low bits were lost, so it stays exact when |y| > |acc| (plain Kahan does not).
 template <class A>
 MTA_HD inline void mta_neumaier_add(A& acc, A& comp, A y) {
-    const A t = acc + y;
-    const A lost_from_y = (acc - t) + y;
-    const A lost_from_acc = (y - t) + acc;
-    const A lost = mta_select(mta_abs(acc) >= mta_abs(y), lost_from_y, lost_from_acc);
-    comp = comp + lost;
+    const A t = mta_add(acc, y);
+    const A lost_from_y = mta_add(mta_sub(acc, t), y);
+    const A lost_from_acc = mta_add(mta_sub(y, t), acc);
+    comp = mta_add(comp, mta_select(mta_abs_ge(acc, y), lost_from_y, lost_from_acc));
     acc = t;
 }
 
@@ -202,7 +254,7 @@ MTA_HD inline void mta_neumaier_add(A& acc, A& comp, A y) {
 template <int MODE, class A>
 MTA_HD inline void mta_accumulate_element(A& acc, A& comp, A y) {
     if constexpr (MODE == MTA_MODE_ADD) {
-        acc = acc + y;
+        acc = mta_add(acc, y);
     } else if constexpr (MODE == MTA_MODE_COPY) {
         acc = y;
     } else if constexpr (MODE == MTA_MODE_ADD_COMPENSATED) {
@@ -211,6 +263,12 @@ MTA_HD inline void mta_accumulate_element(A& acc, A& comp, A y) {
         acc = y;
         comp = A(0);
     }
+}
+
+// s * g, the scaled gradient every accumulation kernel adds.
+template <class A, class G>
+MTA_HD inline A mta_scaled(A s, G g) {
+    return mta_mul(s, mta_widen<A>(g));
 }
 
 // -------------------------------------------------------- optimizer steps
@@ -244,36 +302,37 @@ struct MtaAdamScalars {
 };
 
 // PyTorch SGD semantics:
-//   g = grad * grad_scale; if wd != 0: g += wd * p
+//   g = grad * grad_scale; if wd != 0: g = g + wd * p
 //   if momentum != 0: buf = first_step ? g : momentum * buf + (1 - dampening) * g
 //                     g = nesterov ? g + momentum * buf : buf
 //   p = p - lr * g
 // buf is left as it was when momentum == 0 (callers then pass any scratch).
 template <class T>
 MTA_HD inline void mta_sgd_momentum_update(T& p, T grad, T& buf, const MtaSgdScalars<T>& h) {
-    const T scaled = grad * h.grad_scale;
-    const T decayed = scaled + h.weight_decay * p;
-    const T g = mta_select(h.weight_decay != T(0), decayed, scaled);
-    const T averaged = h.momentum * buf + h.dampening_complement * g;
+    const T scaled = mta_mul(grad, h.grad_scale);
+    const T decayed = mta_add(scaled, mta_mul(h.weight_decay, p));
+    const T g = mta_select(mta_nonzero(h.weight_decay), decayed, scaled);
+    const T averaged = mta_add(mta_mul(h.momentum, buf), mta_mul(h.dampening_complement, g));
     const T b = mta_select(h.first_step != 0, g, averaged);
-    const T nesterov = g + h.momentum * b;
-    const bool has_momentum = h.momentum != T(0);
+    const T nesterov = mta_add(g, mta_mul(h.momentum, b));
+    const bool has_momentum = mta_nonzero(h.momentum);
     const T direction = mta_select(has_momentum, mta_select(h.nesterov != 0, nesterov, b), g);
     buf = mta_select(has_momentum, b, buf);
-    p = p - h.lr * direction;
+    p = mta_sub(p, mta_mul(h.lr, direction));
 }
 
 // PyTorch AdamW (decoupled) / Adam-L2 semantics with one fixed formula:
-//   denom = sqrt(v) / sqrt(1 - beta2^step) + eps;  p -= (lr / (1 - beta1^step)) * (m / denom)
+//   g = grad * grad_scale;  decoupled: p = p * (1 - lr * wd);  else if wd != 0: g = g + wd * p
+//   m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * (g * g)
+//   denom = sqrt(v) / sqrt(1 - b2^step) + eps;  p = p - (lr / (1 - b1^step)) * (m / denom)
 template <class T>
 MTA_HD inline void mta_adam_update(T& p, T grad, T& m, T& v, const MtaAdamScalars<T>& h) {
-    const T scaled = grad * h.grad_scale;
-    const T with_l2 = scaled + h.weight_decay * p;
-    const T g = mta_select(!h.decoupled && h.weight_decay != T(0), with_l2, scaled);
-    const T decayed = p * h.decay;
-    const T q = mta_select(h.decoupled != 0, decayed, p);
-    m = h.beta1 * m + h.beta1_complement * g;
-    v = h.beta2 * v + h.beta2_complement * (g * g);
-    const T denom = mta_sqrt(v) / h.bias_correction2_sqrt + h.eps;
-    p = q - h.step_size * (m / denom);
+    const T scaled = mta_mul(grad, h.grad_scale);
+    const T with_l2 = mta_add(scaled, mta_mul(h.weight_decay, p));
+    const T g = mta_select(!h.decoupled && mta_nonzero(h.weight_decay), with_l2, scaled);
+    const T q = mta_select(h.decoupled != 0, mta_mul(p, h.decay), p);
+    m = mta_add(mta_mul(h.beta1, m), mta_mul(h.beta1_complement, g));
+    v = mta_add(mta_mul(h.beta2, v), mta_mul(h.beta2_complement, mta_mul(g, g)));
+    const T denom = mta_add(mta_div(mta_sqrt(v), h.bias_correction2_sqrt), h.eps);
+    p = mta_sub(q, mta_mul(h.step_size, mta_div(m, denom)));
 }

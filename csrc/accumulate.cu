@@ -31,7 +31,7 @@ struct MtaAccumulateOp {
         MTA_UNROLL
         for (int k = 0; k < W; ++k) {
             if constexpr (CHECK) nonfinite = nonfinite || !mta_is_finite(x.v[k]);
-            const A y = scale * mta_widen<A>(x.v[k]);
+            const A y = mta_scaled(scale, x.v[k]);
             mta_accumulate_element<MODE>(a.v[k], c.v[k], y);
         }
         mta_store<W>(acc + i, a);

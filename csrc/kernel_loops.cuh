@@ -99,7 +99,7 @@ __device__ __forceinline__ double mta_block_sum(double v) {
     unsigned half = 1;
     while (half * 2 < n) half *= 2;
     for (unsigned s = n > 1 ? half : 0; s > 0; s >>= 1) {
-        if (t < s && t + s < n) partial[t] = partial[t] + partial[t + s];
+        if (t < s && t + s < n) partial[t] = mta_add(partial[t], partial[t + s]);
         __syncthreads();
     }
     const double total = partial[0];

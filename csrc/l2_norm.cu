@@ -30,7 +30,7 @@ struct MtaSumSquaresOp {
         MTA_UNROLL
         for (int k = 0; k < W; ++k) {
             const S v = mta_widen<S>(p.v[k]);
-            sum = sum + v * v;
+            sum = mta_add(sum, mta_mul(v, v));
         }
     }
 
@@ -44,7 +44,7 @@ template <class T>
 __device__ __forceinline__ double mta_chunk_sum_squares(const T* x, mta_u64 n) {
     MtaSumSquaresOp<T> op{x, 0};
     mta_block_apply<16 / sizeof(T)>(op, n);
-    return (double)op.sum;
+    return mta_widen<double>(op.sum);
 }
 
 // multi_l2_norm pass 1: partials[b] = sum of x^2 over block b's chunk (4 B/elem fp32; 2 from fp16/bf16)
@@ -76,7 +76,7 @@ extern "C" __global__ void __launch_bounds__(MTA_MT_BLOCK)
 extern "C" __global__ void __launch_bounds__(MTA_MT_BLOCK)
     mta_l2_norm_finalize(const double* partials, mta_u64 n, double* out) {
     double s = 0.0;
-    for (mta_u64 i = threadIdx.x; i < n; i += blockDim.x) s = s + partials[i];
+    for (mta_u64 i = threadIdx.x; i < n; i += blockDim.x) s = mta_add(s, partials[i]);
     const double total = mta_block_sum(s);
     if (threadIdx.x == 0 && blockIdx.x == 0) out[0] = total;
 }

@@ -21,7 +21,7 @@ struct MtaSgdOp {
         MtaPack<W, T> pp = mta_load<W>(p + i);
         const MtaPack<W, T> gg = mta_load<W>(g + i);
         MtaPack<W, T> bb{};  // zero when not loaded: the update reads it, then discards the result
-        const bool uses_buf = h.momentum != T(0);
+        const bool uses_buf = mta_nonzero(h.momentum);
         if (uses_buf && !h.first_step) bb = mta_load<W>(buf + i);
         MTA_UNROLL
         for (int k = 0; k < W; ++k) mta_sgd_momentum_update(pp.v[k], gg.v[k], bb.v[k], h);

@@ -28,7 +28,7 @@ bool accumulate_span(A* __restrict acc, A* __restrict comp, const G* __restrict 
     for (std::int64_t i = 0; i < n; ++i) {
         const G x = StoredAs<G>::value(stored[i]);
         if constexpr (CHECK) nonfinite |= mta_is_finite(x) ? 0 : 1;
-        const A y = s * mta_widen<A>(x);
+        const A y = mta_scaled(s, x);
         if constexpr (MtaMode<MODE>::compensated) {
             mta_accumulate_element<MODE>(acc[i], comp[i], y);
         } else {

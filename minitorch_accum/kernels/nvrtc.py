@@ -15,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from minitorch_accum.kernels.cuda_module import NVRTC_OPTIONS
@@ -52,6 +52,7 @@ class CompileResult:
     entries: tuple[str, ...]
     binary_bytes: int
     seconds: float
+    ptx: str = field(default="", repr=False)
 
 
 def _candidates() -> list[Path]:
@@ -171,6 +172,7 @@ def compile_source(
         entries=tuple(sorted(_ENTRY.findall(ptx))),
         binary_bytes=len(binary),
         seconds=time.perf_counter() - started,
+        ptx=ptx,
     )
 
 
