@@ -57,13 +57,32 @@ def native_available() -> bool:
     return _native_module is not None
 
 
+# os.environ.get costs more than a small native kernel call (it encodes the key
+# and decodes the value each time), yet MTA_KERNELS must be honoured when it
+# changes at run time. CPython's os.environ keeps the encoded mapping in _data,
+# so the raw value is looked up there directly; any other environ falls back.
+_environ_data: dict | None = getattr(os.environ, "_data", None)
+try:
+    _environ_key: object = os.environ.encodekey(ENV_VAR)  # type: ignore[attr-defined]
+except AttributeError:
+    _environ_data = None
+    _environ_key = ENV_VAR
+_parsed: dict[object, str] = {}
+
+
+def _environment_path() -> str:
+    raw = _environ_data.get(_environ_key) if _environ_data is not None else os.environ.get(ENV_VAR)
+    path = _parsed.get(raw)
+    if path is None:
+        value = os.environ.get(ENV_VAR) or "native"
+        if value not in PATHS:
+            raise ValueError(f"{ENV_VAR}={value!r} is not a kernel path; choose one of {', '.join(PATHS)}")
+        path = _parsed[raw] = value
+    return path
+
+
 def _requested_path() -> str:
-    if _override is not None:
-        return _override
-    value = os.environ.get(ENV_VAR) or "native"
-    if value not in PATHS:
-        raise ValueError(f"{ENV_VAR}={value!r} is not a kernel path; choose one of {', '.join(PATHS)}")
-    return value
+    return _override if _override is not None else _environment_path()
 
 
 def kernel_path() -> str:

@@ -19,8 +19,7 @@ from minitorch_accum.kernels.dtypes import ACCUMULATE_KINDS
 CPU_PATHS = ("reference", "native", "emulated")
 
 # around the 4/8-element vector packs, the 512-thread block and the 65536 chunk
-BOUNDARY_SIZES = [0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 511, 513, 2047, 2049,
-                  65535, 65536, 65537]
+BOUNDARY_SIZES = [0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 511, 513, 2047, 2049, 65535, 65536, 65537]
 
 sizes = st.one_of(st.sampled_from(BOUNDARY_SIZES), st.integers(0, 2000).map(lambda n: 2 * n + 1))
 offsets = st.integers(0, 3)  # elements: 1..3 break 16-byte alignment, refusing the vector path
@@ -32,8 +31,7 @@ scales = st.one_of(
 pairs = st.sampled_from(sorted(ACCUMULATE_KINDS, key=str))
 
 
-def array(rng: np.random.Generator, n: int, dtype: np.dtype, offset: int = 0,
-          magnitude: float = 1.0) -> np.ndarray:
+def array(rng: np.random.Generator, n: int, dtype: np.dtype, offset: int = 0, magnitude: float = 1.0) -> np.ndarray:
     """A C-contiguous array of n values that starts ``offset`` elements into its buffer."""
     buffer = np.empty(n + offset + 4, dtype=dtype)
     out = buffer[offset : offset + n]
@@ -78,8 +76,7 @@ def assert_same_bits(actual: np.ndarray, expected: np.ndarray, what: str = "") -
     differ = (a.view(unsigned) != e.view(unsigned)) & ~nan_a
     bad = np.flatnonzero(differ)
     assert bad.size == 0, (
-        f"{what}: {bad.size} of {a.size} elements differ, first at {bad[:5]}: "
-        f"{a[bad[:5]]!r} vs {e[bad[:5]]!r}"
+        f"{what}: {bad.size} of {a.size} elements differ, first at {bad[:5]}: {a[bad[:5]]!r} vs {e[bad[:5]]!r}"
     )
 
 

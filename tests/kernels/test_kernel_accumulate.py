@@ -10,8 +10,18 @@ from hypothesis import strategies as st
 import minitorch_accum.kernels as K
 from minitorch_accum.kernels import reference
 from minitorch_accum.kernels.dtypes import BFLOAT16, FLOAT16, FLOAT32
-
-from kernel_cases import CPU_PATHS, array, assert_same_bits, copies, offsets, on_path, pairs, scales, seeds, sizes
+from tests.kernels.kernel_cases import (
+    CPU_PATHS,
+    array,
+    assert_same_bits,
+    copies,
+    offsets,
+    on_path,
+    pairs,
+    scales,
+    seeds,
+    sizes,
+)
 
 PLAIN = ("add_scale", "copy_scale")
 COMPENSATED = ("add_scale_compensated", "copy_scale_compensated")
@@ -24,7 +34,7 @@ def test_plain_kernel_matches_reference(path, kernel, pair, n, offset, scale, se
     rng = np.random.default_rng(seed)
     acc = array(rng, n, pair[0], offset)
     g = array(rng, n, pair[1], offset)
-    expected, = copies(acc, offset=offset)
+    (expected,) = copies(acc, offset=offset)
     flag, expected_flag = K.new_flag(acc), K.new_flag(acc)
     getattr(reference, kernel)(expected, g, scale, expected_flag)
     with on_path(path):
@@ -55,7 +65,7 @@ def test_cast_add_scale_matches_reference(path, g_dtype, n, offset, scale, seed)
     rng = np.random.default_rng(seed)
     acc = array(rng, n, FLOAT32, offset)
     g = array(rng, n, g_dtype, offset)
-    expected, = copies(acc, offset=offset)
+    (expected,) = copies(acc, offset=offset)
     reference.cast_add_scale(expected, g, scale)
     with on_path(path):
         K.cast_add_scale(acc, g, scale)

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 import minitorch_accum.kernels as K
+from tests.kernels.kernel_cases import on_path
 
-from kernel_cases import on_path
 
-
-@pytest.mark.parametrize(("path", "steps", "n"), [("native", 10_000, 512), ("reference", 10_000, 64),
-                                                  ("emulated", 10_000, 16)])
+@pytest.mark.parametrize(
+    ("path", "steps", "n"), [("native", 10_000, 512), ("reference", 10_000, 64), ("emulated", 10_000, 16)]
+)
 def test_compensated_error_far_below_naive_over_10000_accumulations(path, steps, n):
     rng = np.random.default_rng(3)
     scale = np.float32(1 / 3)  # not exact in binary: every product is rounded too

@@ -10,8 +10,7 @@ import pytest
 import minitorch_accum.kernels as K
 from minitorch_accum.kernels import emulator, launch_plan, reference
 from minitorch_accum.kernels.dtypes import BFLOAT16, FLOAT32, FLOAT64
-
-from kernel_cases import array, assert_same_bits, copies, on_path
+from tests.kernels.kernel_cases import array, assert_same_bits, copies, on_path
 
 SHAPES = [(1, 32), (1, 1), (3, 33), (7, 256), (2, 1024), (64, 64)]
 

@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given
 
 import minitorch_accum.kernels as K
-
-from kernel_cases import CPU_PATHS, array, offsets, on_path, pairs, seeds, sizes, with_nonfinite
+from tests.kernels.kernel_cases import CPU_PATHS, array, offsets, on_path, pairs, seeds, sizes, with_nonfinite
 
 KERNELS = ("add_scale", "copy_scale", "add_scale_compensated", "copy_scale_compensated")
 

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 import minitorch_accum.kernels as K
 from minitorch_accum.kernels import launch_plan, reference
 from minitorch_accum.kernels.dtypes import NORM_DTYPES
-
-from kernel_cases import CPU_PATHS, array, offsets, on_path, seeds, sizes
+from tests.kernels.kernel_cases import CPU_PATHS, array, offsets, on_path, seeds, sizes
 
 DTYPES = sorted(NORM_DTYPES, key=str)
 

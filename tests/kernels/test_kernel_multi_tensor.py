@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 import minitorch_accum.kernels as K
 from minitorch_accum.kernels import launch_plan
 from minitorch_accum.kernels.dtypes import ACCUMULATE_KINDS, BFLOAT16, FLOAT16, FLOAT32
-
-from kernel_cases import CPU_PATHS, array, assert_same_bits, copies, on_path, seeds
+from tests.kernels.kernel_cases import CPU_PATHS, array, assert_same_bits, copies, on_path, seeds
 
 PAIRS = sorted(ACCUMULATE_KINDS, key=str)
 list_sizes = st.lists(

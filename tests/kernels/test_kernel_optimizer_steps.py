@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 import minitorch_accum.kernels as K
 from minitorch_accum.kernels import reference
 from minitorch_accum.kernels.dtypes import FLOAT32, FLOAT64
-
-from kernel_cases import CPU_PATHS, array, assert_same_bits, copies, offsets, on_path, seeds, sizes
+from tests.kernels.kernel_cases import CPU_PATHS, array, assert_same_bits, copies, offsets, on_path, seeds, sizes
 
 dtypes = st.sampled_from([FLOAT32, FLOAT64])
 sgd_settings = st.fixed_dictionaries(
@@ -126,8 +125,9 @@ def test_reference_sgd_follows_pytorch(nesterov):
         g = rng.standard_normal(50)
         tp.grad = torch.tensor(g.copy())
         opt.step()
-        reference.sgd_momentum_step(p, g, buf, lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=nesterov,
-                                    first_step=step == 0)
+        reference.sgd_momentum_step(
+            p, g, buf, lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=nesterov, first_step=step == 0
+        )
     np.testing.assert_allclose(p, tp.detach().numpy(), rtol=1e-12, atol=1e-14)
 
 
@@ -145,6 +145,7 @@ def test_reference_adamw_follows_pytorch(decoupled):
         g = rng.standard_normal(50)
         tp.grad = torch.tensor(g.copy())
         opt.step()
-        reference.adamw_step(p, g, m, v, lr=1e-2, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.05,
-                             step=step, decoupled=decoupled)
+        reference.adamw_step(
+            p, g, m, v, lr=1e-2, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.05, step=step, decoupled=decoupled
+        )
     np.testing.assert_allclose(p, tp.detach().numpy(), rtol=1e-10, atol=1e-12)

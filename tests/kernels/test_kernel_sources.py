@@ -33,8 +33,12 @@ def _planned_kernel_names() -> set[str]:
     names |= {"mta_multi_l2_norm_partials", "mta_l2_norm_finalize"}
     for dtype in (FLOAT32, FLOAT64):
         s = SHORT_NAMES[dtype]
-        names |= {f"mta_sgd_momentum_step_{s}", f"mta_multi_sgd_momentum_step_{s}",
-                  f"mta_adamw_step_{s}", f"mta_multi_adamw_step_{s}"}
+        names |= {
+            f"mta_sgd_momentum_step_{s}",
+            f"mta_multi_sgd_momentum_step_{s}",
+            f"mta_adamw_step_{s}",
+            f"mta_multi_adamw_step_{s}",
+        }
     return names
 
 
@@ -82,7 +86,7 @@ def test_compile_errors_point_at_the_real_file_and_line(tmp_path):
     (tmp_path / "accum_math.cuh").write_text((csrc_dir() / "accum_math.cuh").read_text())
     result = nvrtc.compile_file(broken)
     assert not result.ok
-    assert f'{broken}(4)' in result.log and "identifier \"y\" is undefined" in result.log
+    assert f"{broken}(4)" in result.log and 'identifier "y" is undefined' in result.log
 
 
 def test_included_headers_are_inlined_with_line_markers():
