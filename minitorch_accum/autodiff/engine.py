@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from minitorch_accum.autodiff.gradients import Gradients
 from minitorch_accum.ops.function import Context, Function
 
@@ -173,11 +175,18 @@ def run_backward(
     route = sink if sink is not None else collector
 
     if root._node is None:  # a leaf asked for its own gradient
-        route.add(root, grad)
+        if route.accepts(root):
+            route.add(root, grad)
         return None if sink is not None else Gradients(collector.entries)
 
     pending: dict[int, Any] = {id(root._node): grad}
-    order = _topological_order(root)
+    with np.errstate(all="ignore"):  # inf and nan are results (loss scaling relies on seeing them)
+        _walk(_topological_order(root), pending, route, retain_graph)
+    return None if sink is not None else Gradients(collector.entries)
+
+
+def _walk(order: list[Tensor], pending: dict[int, Any], route: Any, retain_graph: bool) -> None:
+    """Process nodes in order: call each backward, route input gradients onward or to the sink."""
     for tensor in order:
         node = tensor._node
         out_grad = pending.pop(id(node), None)
@@ -205,11 +214,11 @@ def run_backward(
                 if g.dtype != inp.dtype:
                     g = g.astype(inp.dtype)
                 if inp._node is None:
-                    route.add(inp, g)
+                    if route.accepts(inp):
+                        route.add(inp, g)
                 else:
                     key = id(inp._node)
                     previous = pending.get(key)
                     pending[key] = g if previous is None else previous + g
         if not retain_graph:
             node.release()
-    return None if sink is not None else Gradients(collector.entries)

@@ -320,8 +320,11 @@ def apply(fn: type[Function], *inputs: Tensor, **params: Any) -> Tensor:
     needs = tuple(t.requires_grad for t in inputs)
     record = is_grad_enabled() and any(needs)
     ctx = Context(backend, needs)
-    with backend.device_scope():
+    with backend.device_scope(), np.errstate(all="ignore"):
         out = fn.forward(ctx, *[t.data for t in inputs], **params)
+    dtype = inputs[0].dtype
+    if out.dtype != dtype and fn is not ops.Cast and _is_float(dtype):
+        out = out.astype(dtype)  # some 16-bit NumPy loops (ml_dtypes matmul) return float32
     if not record:
         return Tensor(out, _backend=backend)
     return Tensor(out, requires_grad=True, _node=Node(fn, ctx, inputs), _backend=backend)

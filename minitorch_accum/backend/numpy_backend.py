@@ -47,14 +47,12 @@ class NumpyBackend(Backend):
 
     def gemm_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float, beta: float) -> bool:
         gemm = _GEMM.get(out.dtype)
-        if (
-            gemm is None
-            or a.dtype != out.dtype
-            or b.dtype != out.dtype
-            or not out.flags.c_contiguous
-            or out.size == 0
-        ):
+        if gemm is None or not out.flags.c_contiguous or out.size == 0:
             return self._gemm_fallback(a, b, out, alpha, beta)
+        # 16-bit factors (mixed precision) are widened to the buffer's dtype: the
+        # factors are copied, never the product, so the GEMM still writes in place
+        a = a if a.dtype == out.dtype else a.astype(out.dtype)
+        b = b if b.dtype == out.dtype else b.astype(out.dtype)
         # A C-ordered `out` is the Fortran-ordered out.T, which BLAS can overwrite in
         # place: out.T = alpha * b.T @ a.T + beta * out.T.
         left = _fortran_operand(b.T)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from minitorch_accum.ops.function import Context, Function, quiet_float_errors
+from minitorch_accum.ops.function import Context, Function
 
 __all__ = [
     "Add",
@@ -71,15 +71,13 @@ class Div(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
         ctx.save(a, b)
-        with quiet_float_errors():
-            return a / b
+        return a / b
 
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any, Any]:
         a, b = ctx.saved
-        with quiet_float_errors():
-            grad_a = grad / b
-            grad_b = -grad_a * a / b if ctx.needs_input_grad[1] else None
+        grad_a = grad / b
+        grad_b = -grad_a * a / b if ctx.needs_input_grad[1] else None
         return (grad_a if ctx.needs_input_grad[0] else None), grad_b
 
 
@@ -88,8 +86,7 @@ class Pow(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
-        with quiet_float_errors():
-            out = a**b
+        out = a**b
         ctx.save(a, b, out)
         return out
 
@@ -97,9 +94,8 @@ class Pow(Function):
     def backward(ctx: Context, grad: Any) -> tuple[Any, Any]:
         a, b, out = ctx.saved
         xp = ctx.xp
-        with quiet_float_errors():
-            grad_a = grad * b * a ** (b - 1) if ctx.needs_input_grad[0] else None
-            grad_b = grad * out * xp.log(a) if ctx.needs_input_grad[1] else None
+        grad_a = grad * b * a ** (b - 1) if ctx.needs_input_grad[0] else None
+        grad_b = grad * out * xp.log(a) if ctx.needs_input_grad[1] else None
         return grad_a, grad_b
 
 
@@ -110,15 +106,13 @@ class PowScalar(Function):
     def forward(ctx: Context, x: Any, *, exponent: float) -> Any:
         ctx.save(x)
         ctx.exponent = exponent
-        with quiet_float_errors():
-            return x**exponent
+        return x**exponent
 
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any]:
         (x,) = ctx.saved
         p = ctx.exponent
-        with quiet_float_errors():
-            return (grad * (p * x ** (p - 1)),)
+        return (grad * (p * x ** (p - 1)),)
 
 
 class Neg(Function):
@@ -134,8 +128,7 @@ class Neg(Function):
 class Exp(Function):
     @staticmethod
     def forward(ctx: Context, x: Any) -> Any:
-        with quiet_float_errors():
-            out = ctx.xp.exp(x)
+        out = ctx.xp.exp(x)
         ctx.save(out)
         return out
 
@@ -149,29 +142,25 @@ class Log(Function):
     @staticmethod
     def forward(ctx: Context, x: Any) -> Any:
         ctx.save(x)
-        with quiet_float_errors():
-            return ctx.xp.log(x)
+        return ctx.xp.log(x)
 
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any]:
         (x,) = ctx.saved
-        with quiet_float_errors():
-            return (grad / x,)
+        return (grad / x,)
 
 
 class Sqrt(Function):
     @staticmethod
     def forward(ctx: Context, x: Any) -> Any:
-        with quiet_float_errors():
-            out = ctx.xp.sqrt(x)
+        out = ctx.xp.sqrt(x)
         ctx.save(out)
         return out
 
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any]:
         (out,) = ctx.saved
-        with quiet_float_errors():
-            return (grad / (out + out),)
+        return (grad / (out + out),)
 
 
 class Tanh(Function):

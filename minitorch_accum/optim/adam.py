@@ -36,18 +36,16 @@ class Adam(Optimizer):
 
     def _update(self, entries: list[UpdateEntry], lr: float, grad_scale: float) -> None:
         def step_of(name: str, _: Any) -> int:
-            return int(self.state[name]["step"]) if name in self.state else 0
+            return int(self.state.get(name, {}).get("step", 0))
 
-        for group in group_for_fused_step(entries, key=step_of):
+        for group in group_for_fused_step(entries, step_of, self.state):
             step = step_of(group.names[0], None) + 1
             for name, data in zip(group.names, group.params, strict=True):
-                if name not in self.state:
-                    self.state[name] = {
-                        "step": 0,
-                        "exp_avg": group.xp.zeros(data.shape, dtype=data.dtype),
-                        "exp_avg_sq": group.xp.zeros(data.shape, dtype=data.dtype),
-                    }
-                self.state[name]["step"] = step
+                slots = self.state[name]
+                if "exp_avg" not in slots:
+                    slots["exp_avg"] = group.xp.zeros(data.shape, dtype=data.dtype)
+                    slots["exp_avg_sq"] = group.xp.zeros(data.shape, dtype=data.dtype)
+                slots["step"] = step
             kernels.multi_adamw_step(
                 group.params, group.grads,
                 [self.state[n]["exp_avg"] for n in group.names],

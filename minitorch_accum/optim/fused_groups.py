@@ -1,8 +1,9 @@
 """Grouping parameters so each group is one multi-tensor kernel launch.
 
 A fused step needs parameter, gradient and state arrays of one dtype (float32 or
-float64) on one device. A 16-bit parameter is updated through a float32 copy of
-itself and written back rounded; its state is kept in float32.
+float64) on one device. A 16-bit parameter is updated through a float32 master copy
+kept in the optimizer state (so small updates are not lost to bf16 rounding) and
+written back rounded; its other state is float32 too.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ class FusedGroup:
         self._write_back: list[tuple[Param, Any]] = []
         self.xp: Any = None
 
-    def add(self, name: str, param: Param, grad: Any) -> None:
+    def add(self, name: str, param: Param, grad: Any, state: dict[str, Any]) -> None:
         self.xp = param._backend.xp
         data = param.data
         if data.dtype not in _FUSED_DTYPES:
-            data = data.astype(np.float32)
+            if "master" not in state:
+                state["master"] = data.astype(np.float32)
+            data = state["master"]
             self._write_back.append((param, data))
         if grad.dtype != data.dtype or not grad.flags.c_contiguous:
             grad = param._backend.xp.ascontiguousarray(grad, dtype=data.dtype)
@@ -47,12 +50,14 @@ class FusedGroup:
 
 
 def group_for_fused_step(
-    entries: Iterable[tuple[str, Param, Any]], key: Callable[[str, Param], Hashable]
+    entries: Iterable[tuple[str, Param, Any]], key: Callable[[str, Param], Hashable],
+    state: dict[str, dict[str, Any]],
 ) -> list[FusedGroup]:
-    """Split entries into groups by (device, compute dtype, ``key(name, param)``)."""
+    """Split entries into groups by (device, compute dtype, ``key(name, param)``); ``state``
+    (the optimizer's, by name) receives the float32 master copy of 16-bit parameters."""
     groups: dict[Hashable, FusedGroup] = {}
     for name, param, grad in entries:
         compute = param.dtype if param.dtype in _FUSED_DTYPES else np.dtype(np.float32)
         group_key = (param.device, compute, key(name, param))
-        groups.setdefault(group_key, FusedGroup()).add(name, param, grad)
+        groups.setdefault(group_key, FusedGroup()).add(name, param, grad, state.setdefault(name, {}))
     return list(groups.values())

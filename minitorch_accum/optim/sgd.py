@@ -30,14 +30,15 @@ class SGD(Optimizer):
 
     def _update(self, entries: list[UpdateEntry], lr: float, grad_scale: float) -> None:
         uses_momentum = self.momentum != 0.0
-        groups = group_for_fused_step(entries, key=lambda name, _: uses_momentum and name not in self.state)
-        for group in groups:
-            first_step = uses_momentum and group.names[0] not in self.state
+        def first(name: str, _: object) -> bool:
+            return uses_momentum and "momentum_buffer" not in self.state.get(name, {})
+
+        for group in group_for_fused_step(entries, first, self.state):
+            first_step = first(group.names[0], None)
             bufs = None
             if uses_momentum:
                 for name, data in zip(group.names, group.params, strict=True):
-                    if name not in self.state:
-                        self.state[name] = {"momentum_buffer": group.xp.zeros(data.shape, dtype=data.dtype)}
+                    self.state[name].setdefault("momentum_buffer", group.xp.zeros(data.shape, dtype=data.dtype))
                 bufs = [self.state[name]["momentum_buffer"] for name in group.names]
             kernels.multi_sgd_momentum_step(
                 group.params, group.grads, bufs, lr=lr, momentum=self.momentum, dampening=self.dampening,

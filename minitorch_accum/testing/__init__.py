@@ -1,6 +1,10 @@
-"""Testing helpers: a finite-difference gradient check (strategies live in ``.strategies``,
-which needs hypothesis)."""
+"""Testing helpers: a finite-difference gradient check and accumulation cases.
 
+Hypothesis strategies live in ``strategies`` (tensors, shapes) and
+``accumulation_strategies`` (models, splits, whole cases); they need hypothesis.
+"""
+
+from minitorch_accum.testing.cases import Case, ModelSpec, run_full_batch, run_window
 from minitorch_accum.testing.gradcheck import gradcheck, numerical_gradient
 
-__all__ = ["gradcheck", "numerical_gradient"]
+__all__ = ["Case", "ModelSpec", "gradcheck", "numerical_gradient", "run_full_batch", "run_window"]

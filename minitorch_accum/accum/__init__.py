@@ -1,0 +1,25 @@
+"""Accumulation: the persistent gradient arena, the Accumulator, normalization rules,
+loss scaling, memory accounting and the kernel trace."""
+
+from minitorch_accum.accum.accumulator import FUSIONS, Accumulator
+from minitorch_accum.accum.arena import GradArena
+from minitorch_accum.accum.gradients_accumulator import GradientsAccumulator
+from minitorch_accum.accum.loss_scaler import DynamicLossScaler, ScaleEvent
+from minitorch_accum.accum.memory import MemoryReport, PeakMemory
+from minitorch_accum.accum.reduction import REDUCTIONS, window_scale
+from minitorch_accum.accum.trace import AccumulationTrace, KernelEvent
+
+__all__ = [
+    "FUSIONS",
+    "REDUCTIONS",
+    "AccumulationTrace",
+    "Accumulator",
+    "DynamicLossScaler",
+    "GradArena",
+    "GradientsAccumulator",
+    "KernelEvent",
+    "MemoryReport",
+    "PeakMemory",
+    "ScaleEvent",
+    "window_scale",
+]

@@ -1,0 +1,74 @@
+"""Hypothesis strategies for gradient-accumulation properties, for the library's suite and yours.
+
+    from hypothesis import given
+    from minitorch_accum.testing.accumulation_strategies import cases
+
+    @given(cases())
+    def test_my_property(case): ...
+
+Needs the ``test`` extra (hypothesis).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import Any
+
+from hypothesis import strategies as st
+
+from minitorch_accum.testing.cases import ACTIVATIONS, Case, ModelSpec
+
+__all__ = ["cases", "model_specs", "splits"]
+
+FUSIONS = ("leaf", "gemm", "none")
+
+
+@st.composite
+def model_specs(draw: Any, kinds: Sequence[str] = ("mlp", "embedding"), max_depth: int = 3,
+                layer_norm: bool | None = None) -> ModelSpec:
+    """MLPs of depth 1-3 (ReLU, GELU or Tanh, optionally LayerNorm'd) or Embedding + Linear heads."""
+    kind = draw(st.sampled_from(list(kinds)))
+    classes = draw(st.integers(2, 5))
+    seed = draw(st.integers(0, 2**16))
+    if kind == "embedding":
+        return ModelSpec(kind="embedding", widths=(draw(st.integers(2, 6)), classes), vocab=draw(st.integers(2, 9)),
+                         seq_len=draw(st.integers(1, 5)), seed=seed)
+    depth = draw(st.integers(1, max_depth))
+    widths = (draw(st.integers(1, 6)), *(draw(st.integers(2, 8)) for _ in range(depth - 1)), classes)
+    norm = draw(st.booleans()) if layer_norm is None else layer_norm
+    return ModelSpec(kind="mlp", widths=widths, activation=draw(st.sampled_from(sorted(ACTIVATIONS))),
+                     layer_norm=norm and depth > 1, seed=seed)
+
+
+@st.composite
+def splits(draw: Any, min_items: int = 1, max_items: int = 24, max_parts: int = 6,
+           even: bool | None = None) -> tuple[int, ...]:
+    """Micro-batch sizes (each >= 1, sizes of 1 included): equal sizes when ``even``, any when None."""
+    if even:
+        size = draw(st.integers(1, max(1, max_items // 2)))
+        parts = draw(st.integers(1, max(1, min(max_parts, max_items // size))))
+        return (size,) * parts
+    items = draw(st.integers(max(min_items, 1), max_items))
+    parts = draw(st.integers(1, min(max_parts, items)))
+    cuts: list[int] = []
+    if parts > 1:
+        cuts = sorted(draw(st.lists(st.integers(1, items - 1), min_size=parts - 1, max_size=parts - 1, unique=True)))
+    bounds = [0, *cuts, items]
+    return tuple(b - a for a, b in pairwise(bounds))
+
+
+@st.composite
+def cases(draw: Any, dtypes: Sequence[str] = ("float64",), reductions: Sequence[str] = ("items", "sum"),
+          fusions: Sequence[str] = FUSIONS, compensated: bool | None = None,
+          kinds: Sequence[str] = ("mlp", "embedding"), max_items: int = 24, even: bool | None = None,
+          layer_norm: bool | None = None) -> Case:
+    """A whole comparison: model, split, reduction, fusion, dtype (parameters and activations;
+    16-bit gradients go to a float32 arena) and whether the arena is compensated."""
+    fusion = draw(st.sampled_from(list(fusions)))
+    comp = draw(st.booleans()) if compensated is None else compensated
+    return Case(model=draw(model_specs(kinds=kinds, layer_norm=layer_norm)),
+                sizes=draw(splits(max_items=max_items, even=even)),
+                reduction=draw(st.sampled_from(list(reductions))), fusion=fusion,
+                dtype=draw(st.sampled_from(list(dtypes))), compensated=comp and fusion != "none",
+                data_seed=draw(st.integers(0, 2**16)))

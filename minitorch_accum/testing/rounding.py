@@ -1,0 +1,168 @@
+"""A derived bound on how far a float32 (or bf16) window gradient may sit from the big batch's.
+
+Both gradients are computations of the same exact value; each rounds differently
+(micro-batch GEMMs against one GEMM, other BLAS paths for other batch shapes, the
+window sum, the final scaling). This module bounds the error of *one* such
+computation by a first-order running error analysis, evaluated in float64 for the
+case's weights and data, and doubles it for the two sides:
+
+* every dot product or sum of n terms errs by at most gamma_n * sum|terms|
+  (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., section 3.1),
+  gamma_n = n u / (1 - n u), u the unit roundoff of the dtype;
+* an error already present in an operand propagates through the products that
+  use it (first order: |a| delta_b + delta_a |b|);
+* tanh, GELU and ReLU are Lipschitz (constants 1, 1.13, 1) and their derivatives
+  too (tanh'' <= 0.77, GELU'' <= 0.8); a ReLU whose input lies within its own error
+  bound of zero may switch, costing the whole incoming gradient there;
+* softmax's error is bounded by p (2 max_row delta_z + (C + 4) u).
+
+The window adds k micro-batch sums (k u sum_j |G_j|) and scales once (u |G|).
+Only models built from Linear, ReLU/Tanh/GELU and Embedding are covered: LayerNorm's
+backward subtracts nearly equal terms when a row's variance approaches eps, so its
+error depends on a conditioning this analysis does not model (the float64
+properties cover LayerNorm models).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from minitorch_accum.nn import GELU, Embedding, Linear, Module, ReLU, Tanh
+from minitorch_accum.testing.cases import PAD, Case
+
+__all__ = ["UNIT_ROUNDOFF", "rounding_bound"]
+
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+
+def _gamma(n: int, u: float) -> float:
+    return n * u / (1.0 - n * u)
+
+
+_GELU_C = np.sqrt(2.0 / np.pi)
+
+
+def _activation(layer: Module, z: np.ndarray, dz_err: np.ndarray, u: float) -> tuple[np.ndarray, np.ndarray,
+                                                                                    np.ndarray, float]:
+    """(value, its error bound, derivative, bound on the second derivative)."""
+    if isinstance(layer, ReLU):
+        return np.maximum(z, 0.0), dz_err, (z > 0).astype(np.float64), 0.0
+    if isinstance(layer, Tanh):
+        t = np.tanh(z)
+        return t, dz_err + 2 * u * np.abs(t), 1.0 - t * t, 0.77
+    if isinstance(layer, GELU):
+        t = np.tanh(_GELU_C * (z + 0.044715 * z**3))
+        value = 0.5 * z * (1.0 + t)
+        derivative = 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * z * z)
+        return value, 1.13 * dz_err + 10 * u * (np.abs(value) + np.abs(z)), derivative, 0.8
+    raise ValueError(f"rounding_bound: no error model for {type(layer).__name__}")
+
+
+def _single_computation(case: Case, weights: list[np.ndarray], layers: list[Module], x: np.ndarray,
+                        y: np.ndarray, u: float, scale: float) -> list[np.ndarray]:
+    """Error bound, per parameter (model order), of one float computation of the normalized gradient."""
+    n_rows = y.size
+    # ---------------------------------------------------------------- forward
+    params = iter(weights)
+    h = x
+    h_err = np.zeros_like(x, dtype=np.float64)
+    saved = []
+    rows_index = None
+    for layer in layers:
+        if isinstance(layer, Embedding):
+            table = next(params)
+            rows_index = x.reshape(-1)
+            h = table[x]
+            h_err = u * np.abs(h)  # the table itself is stored rounded
+            saved.append(("embedding", table, None))
+        elif isinstance(layer, Linear):
+            w, b = next(params), next(params)
+            fan = w.shape[0]
+            z = h @ w + b
+            z_err = _gamma(fan + 1, u) * (np.abs(h) @ np.abs(w) + np.abs(b)) + h_err @ np.abs(w)
+            saved.append(("linear", (h, h_err, w), None))
+            h, h_err = z, z_err
+        else:
+            value, err, derivative, curvature = _activation(layer, h, h_err, u)
+            saved.append(("activation", (h, h_err, derivative, curvature, layer), None))
+            h, h_err = value, err
+    logits, logits_err = h.reshape(-1, h.shape[-1]), h_err.reshape(-1, h.shape[-1])
+    targets = y.reshape(-1)
+    valid = (targets != PAD).astype(np.float64)[:, None]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    p = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    classes = logits.shape[1]
+    p_err = p * (2 * logits_err.max(axis=1, keepdims=True) + (classes + 4) * u)
+    onehot = np.zeros_like(p)
+    onehot[np.arange(len(targets)), np.where(targets == PAD, 0, targets)] = 1.0
+    dz = (p - onehot) * valid * scale
+    dz_err = (p_err + u * np.abs(p - onehot)) * valid * scale
+    dz = dz.reshape(h.shape)
+    dz_err = dz_err.reshape(h.shape)
+    # --------------------------------------------------------------- backward
+    errors: list[np.ndarray] = []
+    for kind, stored, _ in reversed(saved):
+        if kind == "linear":
+            h_in, h_in_err, w = stored
+            flat_h, flat_he = h_in.reshape(-1, w.shape[0]), h_in_err.reshape(-1, w.shape[0])
+            flat_dz, flat_dze = dz.reshape(-1, w.shape[1]), dz_err.reshape(-1, w.shape[1])
+            rows = flat_dz.shape[0]
+            dw_err = _gamma(rows, u) * (np.abs(flat_h).T @ np.abs(flat_dz)) + flat_he.T @ np.abs(flat_dz) \
+                + np.abs(flat_h).T @ flat_dze
+            db_err = _gamma(rows, u) * np.abs(flat_dz).sum(axis=0) + flat_dze.sum(axis=0)
+            errors = [dw_err, db_err, *errors]
+            new_dz = dz @ w.T
+            new_err = _gamma(w.shape[1], u) * (np.abs(dz) @ np.abs(w).T) + dz_err @ np.abs(w).T
+            dz, dz_err = new_dz, new_err
+        elif kind == "activation":
+            z, z_err, derivative, curvature, layer = stored
+            ambiguous = (np.abs(z) <= z_err) if isinstance(layer, ReLU) else np.zeros(z.shape, bool)
+            new_dz = dz * derivative
+            new_err = dz_err * np.abs(derivative) + np.abs(dz) * curvature * z_err + 4 * u * np.abs(new_dz) \
+                + np.abs(dz) * ambiguous
+            dz, dz_err = new_dz, new_err
+        else:  # embedding: rows of dz scatter-added into the table
+            table = stored
+            flat = np.abs(dz).reshape(-1, table.shape[1])
+            flat_err = dz_err.reshape(-1, table.shape[1])
+            magnitude = np.zeros_like(table)
+            propagated = np.zeros_like(table)
+            np.add.at(magnitude, rows_index, flat)
+            np.add.at(propagated, rows_index, flat_err)
+            errors = [_gamma(n_rows, u) * magnitude + propagated, *errors]
+    return errors
+
+
+def rounding_bound(case: Case, model: Module) -> dict[str, np.ndarray]:
+    """Elementwise bound on |window - full batch| for ``case``, by parameter name of ``model``."""
+    if case.model.layer_norm or case.model.batch_norm:
+        raise ValueError("rounding_bound: LayerNorm/BatchNorm models are not covered (see the module docstring)")
+    u = UNIT_ROUNDOFF[case.dtype]
+    weights = [np.asarray(p.numpy(), dtype=np.float64) for p in model.parameters()]
+    layers = list(model)
+    x, y = case.batch()
+    items = int((y != PAD).sum())
+    scale = 1.0 if case.reduction == "sum" else 1.0 / max(items, 1)
+    total = [2.0 * e for e in _single_computation(case, weights, layers, x, y, u, scale)]
+    # the window's own arithmetic: k partial sums added, then one scaling pass
+    k = len(case.sizes)
+    for part in case.slices():
+        part_errors = _magnitudes(case, weights, layers, x[part], y[part], scale)
+        total = [t + k * u * m for t, m in zip(total, part_errors, strict=True)]
+    full_magnitude = _magnitudes(case, weights, layers, x, y, scale)
+    total = [t + u * m for t, m in zip(total, full_magnitude, strict=True)]
+    return {name: t for (name, _), t in zip(model.named_parameters(), total, strict=True)}
+
+
+def _magnitudes(case: Case, weights: list[np.ndarray], layers: list[Module], x: np.ndarray, y: np.ndarray,
+                scale: float) -> list[np.ndarray]:
+    """|G| per parameter for a (micro-)batch: its error bound with u = 1 dominates it, so the
+    u = 0 limit of the analysis is not needed; the absolute gradient is what the sum adds."""
+    from minitorch_accum.autodiff import tensor
+    from minitorch_accum.nn import functional as F
+
+    exact = case.model.build("float64")
+    exact.load_record({name: w for (name, _), w in zip(exact.named_parameters(), weights, strict=True)})
+    inputs = x if case.model.kind == "embedding" else tensor(x, dtype="float64")
+    grads = F.cross_entropy(exact(inputs), y, reduction="sum").backward()
+    return [np.abs(np.asarray(grads[p])) * scale for p in exact.parameters()]

@@ -1,0 +1,21 @@
+"""Training: the Learner and its builder, the step protocol, metrics, checkpoints, progress."""
+
+from minitorch_accum.train.builder import LearnerBuilder
+from minitorch_accum.train.checkpoint import CheckpointError, FileCheckpointer
+from minitorch_accum.train.learner import History, Learner, LearnerConfig
+from minitorch_accum.train.memory_budget import MemoryBudgetError, MemoryPlan
+from minitorch_accum.train.step import Classifier, TrainOutput, ValidOutput
+
+__all__ = [
+    "CheckpointError",
+    "Classifier",
+    "FileCheckpointer",
+    "History",
+    "Learner",
+    "LearnerBuilder",
+    "LearnerConfig",
+    "MemoryBudgetError",
+    "MemoryPlan",
+    "TrainOutput",
+    "ValidOutput",
+]

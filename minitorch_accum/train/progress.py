@@ -1,0 +1,100 @@
+"""Progress display: a rich live bar on a terminal, plain lines elsewhere, or nothing."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+__all__ = ["PROGRESS_MODES", "Progress", "make_progress"]
+
+PROGRESS_MODES = ("auto", "rich", "plain", "none")
+
+
+class Progress:
+    """Base: silent."""
+
+    def start(self, total_steps: int, description: str) -> None:
+        """Begin a display for ``total_steps`` optimizer steps."""
+
+    def micro_batch(self, step: int, micro: int, k: int) -> None:
+        """A micro-batch of the current window is done."""
+
+    def step(self, record: dict[str, Any]) -> None:
+        """An optimizer step is done; ``record`` is its metrics line."""
+
+    def message(self, text: str) -> None:
+        """A one-off line (validation results, checkpoints, skipped windows)."""
+
+    def stop(self) -> None:
+        """End the display."""
+
+
+def _summary(record: dict[str, Any]) -> str:
+    parts = [f"epoch {record['epoch']}", f"step {record['step']}", f"loss {record['loss']:.4f}"]
+    if record.get("accuracy") is not None:
+        parts.append(f"acc {record['accuracy']:.3f}")
+    parts.append(f"lr {record['lr']:.3g}")
+    parts.append(f"{record['items_per_second']:.0f} items/s")
+    if record.get("skipped"):
+        parts.append("SKIPPED (non-finite gradient)")
+    return "  ".join(parts)
+
+
+class PlainProgress(Progress):
+    """One line per optimizer step (every ``every`` steps), for logs and pipes."""
+
+    def __init__(self, stream: TextIO | None = None, every: int = 1) -> None:
+        self.stream = stream or sys.stdout
+        self.every = max(1, every)
+
+    def step(self, record: dict[str, Any]) -> None:
+        if record["step"] % self.every == 0 or record.get("skipped"):
+            print(_summary(record), file=self.stream, flush=True)
+
+    def message(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+
+class RichProgress(Progress):
+    """A live bar: optimizer step, micro-batch within the window, loss, items/s."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+        from rich.progress import Progress as RichBar
+
+        self._bar = RichBar(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("micro {task.fields[micro]}"), TextColumn("loss {task.fields[loss]}"),
+            TextColumn("{task.fields[rate]} items/s"), TimeRemainingColumn(),
+        )
+        self._task: Any = None
+
+    def start(self, total_steps: int, description: str) -> None:
+        self._bar.start()
+        self._task = self._bar.add_task(description, total=total_steps, micro="-", loss="-", rate="-")
+
+    def micro_batch(self, step: int, micro: int, k: int) -> None:
+        self._bar.update(self._task, micro=f"{micro}/{k}")
+
+    def step(self, record: dict[str, Any]) -> None:
+        self._bar.update(self._task, advance=1, loss=f"{record['loss']:.4f}",
+                         rate=f"{record['items_per_second']:.0f}")
+
+    def message(self, text: str) -> None:
+        self._bar.console.print(text)
+
+    def stop(self) -> None:
+        self._bar.stop()
+
+
+def make_progress(mode: str = "auto", stream: TextIO | None = None) -> Progress:
+    """``"auto"``: rich on a terminal, plain otherwise; or exactly ``"rich"``/``"plain"``/``"none"``."""
+    if mode not in PROGRESS_MODES:
+        raise ValueError(f"progress must be one of {', '.join(PROGRESS_MODES)}, got {mode!r}")
+    if mode == "auto":
+        mode = "rich" if (stream or sys.stdout).isatty() else "plain"
+    if mode == "rich":
+        return RichProgress()
+    if mode == "plain":
+        return PlainProgress(stream)
+    return Progress()

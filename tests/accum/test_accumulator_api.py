@@ -1,0 +1,133 @@
+"""Errors that name the problem, the Burn-style container path, and mid-window state."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minitorch_accum import nn, optim
+from minitorch_accum.accum import Accumulator, GradientsAccumulator
+from tests.accum.helpers import data, max_difference, mlp, summed_loss, window_grads
+
+
+def test_bad_arguments_are_named() -> None:
+    model = mlp()
+    with pytest.raises(ValueError, match=r"steps .* must be a positive int, got 0"):
+        Accumulator(model, steps=0)
+    with pytest.raises(ValueError, match=r"steps .* must be a positive int, got -2"):
+        Accumulator(model, steps=-2)
+    with pytest.raises(ValueError, match="reduction must be one of mean, sum, items, got 'avg'"):
+        Accumulator(model, steps=2, reduction="avg")
+    with pytest.raises(ValueError, match="fusion must be one of leaf, gemm, none"):
+        Accumulator(model, steps=2, fusion="magic")
+    with pytest.raises(TypeError, match="model must be a Module"):
+        Accumulator(object(), steps=2)
+
+
+def test_window_misuse_is_a_clear_error() -> None:
+    model = mlp()
+    x, y = data()
+    acc = Accumulator(model, steps=1)
+    with pytest.raises(ValueError, match="reduction='items' needs num_items="):
+        acc.backward(summed_loss(model, x[:2], y[:2], "float64"))
+    with pytest.raises(ValueError, match="num_items must be a non-negative int"):
+        acc.backward(summed_loss(model, x[:2], y[:2], "float64"), num_items=-1)
+    acc.backward(summed_loss(model, x[:2], y[:2], "float64"), num_items=2)
+    with pytest.raises(RuntimeError, match="already holds steps=1 micro-batches"):
+        acc.backward(summed_loss(model, x[:2], y[:2], "float64"), num_items=2)
+    acc.zero()
+    two = Accumulator(model, steps=2)
+    two.backward(summed_loss(model, x[:2], y[:2], "float64"), num_items=2)
+    two.grads()
+    with pytest.raises(RuntimeError, match="window was closed"):
+        two.backward(summed_loss(model, x[:2], y[:2], "float64"), num_items=2)
+    with pytest.raises(RuntimeError, match="window is not empty"):
+        two.set_steps(4)
+    with pytest.raises(RuntimeError, match="window is empty"):
+        Accumulator(model, steps=2).grads()
+
+
+def test_gradients_accumulator_sums_containers_like_burn() -> None:
+    model = mlp()
+    x, y = data()
+    summer = GradientsAccumulator()
+    for i in range(3):
+        summer.accumulate(model, summed_loss(model, x[i * 3:(i + 1) * 3], y[i * 3:(i + 1) * 3], "float64").backward())
+    total = summer.grads()
+    direct = summed_loss(model, x[:9], y[:9], "float64").backward()
+    for p in model.parameters():
+        np.testing.assert_allclose(total[p], direct[p], rtol=1e-12, atol=1e-14)
+    assert len(summer.grads()) == 0  # grads() took them
+
+
+@pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
+def test_state_dict_resumes_mid_window(fusion: str) -> None:
+    x, y = data()
+    finished = {}
+    for interrupted in (False, True):
+        model = mlp("float32")
+        acc = Accumulator(model, steps=4, fusion=fusion, compensated=(fusion == "leaf"))
+        for i in range(4):
+            if interrupted and i == 2:
+                state = acc.state_dict()
+                record = model.to_record()
+                model = mlp("float32", seed=9)
+                model.load_record(record)
+                acc = Accumulator(model, steps=4, fusion=fusion, compensated=(fusion == "leaf"))
+                acc.load_state_dict(state)
+            acc.backward(summed_loss(model, x[i * 6:(i + 1) * 6], y[i * 6:(i + 1) * 6], "float32"), num_items=6)
+        finished[interrupted] = window_grads(acc, model)
+    assert max_difference(finished[False], finished[True]) == 0.0
+
+
+def test_optimizer_reads_the_window_with_the_scale_folded_in() -> None:
+    x, y = data()
+    results = []
+    for use_window in (True, False):
+        model = mlp("float64")
+        opt = optim.SGD(0.5, momentum=0.9)
+        acc = Accumulator(model, steps=3, accum_dtype="float64")
+        for _ in range(2):
+            for i in range(3):
+                acc.backward(summed_loss(model, x[i * 5:(i + 1) * 5], y[i * 5:(i + 1) * 5], "float64"),
+                             num_items=5)
+            opt.step(model, acc if use_window else acc.grads())
+            acc.zero()
+        results.append([p.numpy() for p in model.parameters()])
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-16)
+
+
+def test_clipping_is_folded_into_the_window_scale() -> None:
+    model = mlp("float64")
+    x, y = data()
+    acc = Accumulator(model, steps=2, accum_dtype="float64")
+    for i in range(2):
+        acc.backward(summed_loss(model, x[i * 5:(i + 1) * 5], y[i * 5:(i + 1) * 5], "float64"), num_items=5)
+    norm = optim.clip_grad_norm(acc, 1e-3)
+    assert norm > 1e-3
+    assert optim.grad_norm(acc) == pytest.approx(1e-3, rel=1e-5)
+    grads = acc.grads()
+    total = np.sqrt(sum(np.sum(np.asarray(grads[p]) ** 2) for p in model.parameters()))
+    assert total == pytest.approx(1e-3, rel=1e-5)
+
+
+def test_unused_parameters_get_no_gradient_and_keep_no_stale_values() -> None:
+    class TwoHeads(nn.Module):
+        def __init__(self) -> None:
+            self.a = nn.Linear(5, 3, dtype="float64")
+            self.b = nn.Linear(5, 3, dtype="float64")
+            self.use_b = True
+
+        def forward(self, t):
+            return self.b(t) if self.use_b else self.a(t)
+
+    model = TwoHeads()
+    x, y = data()
+    acc = Accumulator(model, steps=1, accum_dtype="float64")
+    acc.backward(summed_loss(model, x[:4], y[:4], "float64"), num_items=4)
+    acc.zero()
+    model.use_b = False
+    acc.backward(summed_loss(model, x[:4], y[:4], "float64"), num_items=4)
+    grads = acc.grads()
+    assert model.a.weight in grads and model.b.weight not in grads

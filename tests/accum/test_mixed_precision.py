@@ -1,0 +1,83 @@
+"""bf16 gradients into a float32 arena, and windows with a non-finite gradient are skipped."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minitorch_accum as mta
+from minitorch_accum import optim
+from minitorch_accum.accum import Accumulator, DynamicLossScaler
+from tests.accum.helpers import data, mlp, summed_loss, window_grads
+
+
+def test_bf16_gradients_accumulate_into_float32_and_match_a_float32_reference() -> None:
+    """bf16 keeps 8 significant bits (u = 2^-8 ~ 0.4%); forward and backward round at every
+    op, a few ops deep, so elements may drift by a few percent of the gradient's scale.
+    We allow 5% of the largest reference entry per tensor."""
+    low = mlp("bfloat16")
+    ref = mlp("float32")
+    ref.load_record({k: v.astype(np.float32) for k, v in low.to_record().items()})
+    x, y = data()
+    x = x.astype(mta.bfloat16).astype(np.float64)  # both models see the same inputs
+    acc_low = Accumulator(low, steps=3, trace=True)
+    acc_ref = Accumulator(ref, steps=3)
+    for i in range(3):
+        part = slice(i * 9, (i + 1) * 9)
+        acc_low.backward(summed_loss(low, x[part], y[part], "bfloat16"), num_items=9)
+        acc_ref.backward(summed_loss(ref, x[part], y[part], "float32"), num_items=9)
+    assert acc_low.arena.buffer.dtype == np.float32
+    assert [e.kernel for e in acc_low.trace.for_param("0.weight")] == ["cast_copy_scale", "cast_add_scale",
+                                                                       "cast_add_scale"]
+    got, want = window_grads(acc_low, low), window_grads(acc_ref, ref)
+    for name in want:
+        assert np.max(np.abs(got[name] - want[name])) <= 0.05 * np.max(np.abs(want[name])), name
+
+
+@pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
+@pytest.mark.parametrize("bad_micro_batch", [0, 2])
+def test_an_inf_in_one_micro_batch_skips_the_step_and_leaves_parameters_untouched(
+        fusion: str, bad_micro_batch: int) -> None:
+    model = mlp("float32")
+    x, y = data()
+    x[bad_micro_batch * 4 + 1, 2] = np.inf
+    opt = optim.AdamW(lr=0.1)
+    before = {n: p.numpy() for n, p in model.named_parameters()}
+    acc = Accumulator(model, steps=3, fusion=fusion)
+    for i in range(3):
+        acc.backward(summed_loss(model, x[i * 4:(i + 1) * 4], y[i * 4:(i + 1) * 4], "float32"), num_items=4)
+    assert acc.found_nonfinite()
+    opt.step(model, acc)
+    for name, param in model.named_parameters():
+        np.testing.assert_array_equal(param.numpy(), before[name])  # bit-identical
+    assert opt.skipped_steps == 1 and opt.step_count == 0 and not opt.state
+    acc.zero()
+    assert acc.skipped_windows == [0]
+    # the next, clean window steps normally
+    for i in range(3):
+        acc.backward(summed_loss(model, x[12 + i * 4:16 + i * 4], y[12 + i * 4:16 + i * 4], "float32"), num_items=4)
+    assert not acc.found_nonfinite()
+    opt.step(model, acc)
+    assert opt.step_count == 1
+
+
+def test_loss_scaler_unscale_is_folded_and_overflow_lowers_the_scale() -> None:
+    model = mlp("float32")
+    reference = mlp("float32")
+    x, y = data()
+    scaler = DynamicLossScaler(init_scale=2.0**10, growth_interval=2)
+    acc = Accumulator(model, steps=2, loss_scaler=scaler)
+    plain = Accumulator(reference, steps=2)
+    for i in range(2):
+        part = slice(i * 5, (i + 1) * 5)
+        acc.backward(summed_loss(model, x[part], y[part], "float32"), num_items=5)
+        plain.backward(summed_loss(reference, x[part], y[part], "float32"), num_items=5)
+    scaled, unscaled = window_grads(acc, model), window_grads(plain, reference)
+    for name in scaled:  # power-of-two scaling is exact
+        np.testing.assert_array_equal(scaled[name], unscaled[name])
+    acc.zero()
+    x[0, 0] = np.nan
+    acc.backward(summed_loss(model, x[:5], y[:5], "float32"), num_items=5)
+    acc.zero()
+    assert scaler.scale == 2.0**9 and scaler.events[-1].old_scale == 2.0**10
+    assert acc.skipped_windows == [1]

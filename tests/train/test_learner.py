@@ -1,0 +1,171 @@
+"""The Learner: accumulation equals the big batch, per-step semantics, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minitorch_accum as mta
+from minitorch_accum import nn, optim
+from minitorch_accum.data import ArrayDataset, DataLoader
+from minitorch_accum.optim.lr_scheduler import StepLR
+from minitorch_accum.train import CheckpointError, Classifier, LearnerBuilder, MemoryBudgetError
+
+
+def dataset(n: int = 100, seed: int = 0) -> ArrayDataset:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 6))
+    y = (x[:, 0] + x[:, 1] > 0).astype(np.int64) + (x[:, 2] > 1).astype(np.int64)
+    return ArrayDataset(x, y)
+
+
+def model(dtype: str = "float64", seed: int = 0) -> nn.Module:
+    mta.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 16, dtype=dtype), nn.Tanh(), nn.Linear(16, 3, dtype=dtype))
+
+
+def train(tmp: Path, micro: int, k: int, epochs: int = 1, dtype: str = "float64", opt: optim.Optimizer | None = None,
+          **builder_options) -> tuple[nn.Module, object]:
+    net = model(dtype)
+    builder = LearnerBuilder(tmp).num_epochs(epochs).grads_accumulation(k).progress("none")
+    builder = builder.accum_dtype("float64" if dtype == "float64" else "float32")
+    for name, value in builder_options.items():
+        builder = getattr(builder, name)(*value) if isinstance(value, tuple) else getattr(builder, name)(value)
+    learner = builder.build(net, opt or optim.AdamW(lr=0.01))
+    return learner.fit(DataLoader(dataset(), micro, shuffle=True, seed=3))
+
+
+@pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
+def test_k_micro_batches_equal_one_big_batch_after_an_epoch(tmp_path: Path, fusion: str) -> None:
+    # 100 items: 8 x 4 gives 3 windows of 32 items and a partial window of 4
+    accumulated, history = train(tmp_path / "acc", micro=4, k=8, fusion=fusion)
+    big, big_history = train(tmp_path / "big", micro=32, k=1, fusion=fusion)
+    assert [r["items"] for r in history.steps] == [32, 32, 32, 4] == [r["items"] for r in big_history.steps]
+    for (name, a), (_, b) in zip(accumulated.named_parameters(), big.named_parameters(), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-10, err_msg=name)
+
+
+def test_partial_window_can_be_dropped(tmp_path: Path) -> None:
+    _, history = train(tmp_path, micro=4, k=8, drop_last_window=True)
+    assert [r["items"] for r in history.steps] == [32, 32, 32]
+
+
+def test_scheduler_advances_once_per_optimizer_step(tmp_path: Path) -> None:
+    scheduler = StepLR(0.1, step_size=2, gamma=0.5)
+    _, history = train(tmp_path, micro=4, k=5, epochs=2, lr_scheduler=scheduler)
+    steps = history.steps
+    assert len(steps) == 2 * 5 == scheduler.steps_taken  # 25 micro-batches per epoch, 5 per window
+    assert [r["lr"] for r in steps[:5]] == [0.1, 0.1, 0.05, 0.05, 0.025]
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    train_lines = [r for r in lines if r["kind"] == "train"]
+    assert [r["step"] for r in train_lines] == list(range(1, 11))
+    assert all(r["micro_batches"] == 5 for r in train_lines)
+    for key in ("epoch", "items", "loss", "lr", "grad_norm", "peak_activation_bytes", "accumulation_seconds",
+                "step_seconds"):
+        assert key in train_lines[0]
+
+
+def test_effective_batch_and_schedule_choose_k(tmp_path: Path) -> None:
+    _, history = train(tmp_path / "eff", micro=10, k=1, effective_batch=50)
+    assert [r["micro_batches"] for r in history.steps] == [5, 5]
+    _, history = train(tmp_path / "sched", micro=10, k=1, epochs=2, accumulation_schedule={0: 5, 1: 2})
+    assert [r["micro_batches"] for r in history.steps] == [5, 5, 2, 2, 2, 2, 2]
+
+
+class InterruptAt(Classifier):
+    """Sends SIGINT to this process during the n-th micro-batch (like Ctrl-C)."""
+
+    def __init__(self, module: nn.Module, at: int) -> None:
+        super().__init__(module)
+        self.at = at
+        self.calls = 0
+
+    def train_step(self, batch):
+        self.calls += 1
+        if self.calls == self.at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return super().train_step(batch)
+
+
+@pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
+def test_resume_mid_window_is_bit_identical(tmp_path: Path, fusion: str) -> None:
+    def builder(directory: Path) -> LearnerBuilder:
+        return (LearnerBuilder(directory).num_epochs(2).grads_accumulation(4).fusion(fusion).seed(5)
+                .progress("none").lr_scheduler(StepLR(0.05, 3, 0.5)).with_file_checkpointer(every_steps=2))
+
+    def loader() -> DataLoader:
+        return DataLoader(dataset(), 8, seed=1)
+
+    reference, _ = builder(tmp_path / "ref").build(model("float32"), optim.AdamW(lr=0.05)).fit(loader())
+
+    killed = builder(tmp_path / "run").build(InterruptAt(model("float32"), at=18), optim.AdamW(lr=0.05))
+    with pytest.raises(KeyboardInterrupt):
+        killed.fit(loader())
+    saved = (tmp_path / "run" / "checkpoints" / "latest").read_text().strip()
+    assert saved.endswith("batch000005")  # epoch 1, after 5 of its 13 micro-batches: mid-window
+    resumed = builder(tmp_path / "run").build(model("float32", seed=99), optim.AdamW(lr=0.05))
+    final, history = resumed.fit(loader(), resume=True)
+    for (name, a), (_, b) in zip(reference.named_parameters(), final.named_parameters(), strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
+    assert [r["step"] for r in history.steps] == list(range(1, 9))
+
+
+def test_bad_input_gets_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"grads_accumulation \(k\) must be a positive int, got 0"):
+        LearnerBuilder(tmp_path).grads_accumulation(0)
+    with pytest.raises(ValueError, match="must be a positive int, got -3"):
+        LearnerBuilder(tmp_path).grads_accumulation(-3)
+    with pytest.raises(ValueError, match="needs an entry for epoch 0"):
+        LearnerBuilder(tmp_path).accumulation_schedule({2: 4})
+    learner = LearnerBuilder(tmp_path).effective_batch(16).progress("none").build(model(), optim.SGD(0.1))
+    with pytest.raises(ValueError, match=r"micro-batch of 32 items is larger than the effective batch of 16"):
+        learner.fit(DataLoader(dataset(), 32))
+    learner = LearnerBuilder(tmp_path).effective_batch(50).progress("none").build(model(), optim.SGD(0.1))
+    with pytest.raises(ValueError, match=r"effective batch 50 is not a multiple of the micro-batch 8"):
+        learner.fit(DataLoader(dataset(), 8))
+    learner = LearnerBuilder(tmp_path).memory_budget(1000).progress("none").build(model(), optim.SGD(0.1))
+    with pytest.raises(MemoryBudgetError, match="too small for one item"):
+        learner.fit(DataLoader(dataset(), 8))
+    with pytest.raises(ValueError, match="unknown metric 'speed'"):
+        LearnerBuilder(tmp_path).metric("speed")
+
+
+def test_memory_budget_picks_a_micro_batch_that_fits(tmp_path: Path) -> None:
+    net = model("float32")
+    learner = (LearnerBuilder(tmp_path).effective_batch(40).memory_budget(10**9).progress("none")
+               .build(net, optim.SGD(0.1)))
+    _, history = learner.fit(DataLoader(dataset(), 4))
+    plan = history.memory_plan
+    assert plan is not None and plan.micro_batch * plan.steps == 40 and plan.micro_batch == 40
+    tight = plan.persistent_bytes + plan.fixed_activation_bytes + plan.per_item_bytes * 12
+    learner = (LearnerBuilder(tmp_path / "tight").effective_batch(40).memory_budget(int(tight)).progress("none")
+               .build(model("float32"), optim.SGD(0.1)))
+    _, history = learner.fit(DataLoader(dataset(), 4))
+    assert history.memory_plan.micro_batch <= 12 and 40 % history.memory_plan.micro_batch == 0
+    assert all(r["items"] == 40 for r in history.steps[:2])
+
+
+def test_corrupt_or_missing_checkpoint_is_a_clear_error_and_keeps_the_good_one(tmp_path: Path) -> None:
+    builder = (LearnerBuilder(tmp_path).num_epochs(1).grads_accumulation(2).progress("none")
+               .with_file_checkpointer(every_steps=1, keep=3))
+    with pytest.raises(CheckpointError, match="no checkpoint found"):
+        builder.build(model(), optim.SGD(0.1)).fit(DataLoader(dataset(), 10), resume=True)
+    builder.build(model(), optim.SGD(0.1)).fit(DataLoader(dataset(), 10))
+    checkpoints = tmp_path / "checkpoints"
+    latest = checkpoints / (checkpoints / "latest").read_text().strip()
+    weights = latest / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-5] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"model\.safetensors does not match its checksum"):
+        builder.build(model(), optim.SGD(0.1)).fit(DataLoader(dataset(), 10), resume=True)
+    older = sorted(p for p in checkpoints.iterdir() if p.is_dir())
+    assert len(older) == 3  # the corrupt one did not remove the others
+    (latest / "state.json").unlink()
+    with pytest.raises(CheckpointError, match=r"has no state\.json"):
+        builder.build(model(), optim.SGD(0.1)).fit(DataLoader(dataset(), 10), resume=True)
