@@ -8,11 +8,21 @@ import numpy as np
 from scipy.linalg import blas
 
 from minitorch_accum.backend.base import Backend
+from minitorch_accum.backend.blas import find_gemm
 from minitorch_accum.backend.device import Device
 
 __all__ = ["NumpyBackend"]
 
 _GEMM = {np.dtype(np.float32): blas.sgemm, np.dtype(np.float64): blas.dgemm}
+
+
+def _row_major_operand(m: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``m`` as a row-major operand and its trans flag (a copy only if neither order fits)."""
+    if m.flags.c_contiguous:
+        return m, False
+    if m.flags.f_contiguous:
+        return m.T, True
+    return np.ascontiguousarray(m), False
 
 
 def _fortran_operand(m: np.ndarray) -> tuple[np.ndarray, int] | None:
@@ -53,6 +63,15 @@ class NumpyBackend(Backend):
         # factors are copied, never the product, so the GEMM still writes in place
         a = a if a.dtype == out.dtype else a.astype(out.dtype)
         b = b if b.dtype == out.dtype else b.astype(out.dtype)
+        row_major = find_gemm(out.dtype)
+        if row_major is not None:
+            left, right = _row_major_operand(a), _row_major_operand(b)
+            row_major(out, left[0], left[1], right[0], right[1], alpha, beta)
+            return True
+        return self._scipy_gemm(gemm, a, b, out, alpha, beta)
+
+    @staticmethod
+    def _scipy_gemm(gemm: Any, a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float, beta: float) -> bool:
         # A C-ordered `out` is the Fortran-ordered out.T, which BLAS can overwrite in
         # place: out.T = alpha * b.T @ a.T + beta * out.T.
         left = _fortran_operand(b.T)

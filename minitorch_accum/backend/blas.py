@@ -1,0 +1,72 @@
+"""GEMM with beta, on the same BLAS that NumPy's matmul uses.
+
+NumPy wheels bundle their own OpenBLAS, and SciPy wheels bundle another. Calling
+both in turn (NumPy's matmul for the forward, SciPy's sgemm for the beta = 1 weight
+gradient) is 2-3x slower on a few cores: each library keeps its worker threads
+spinning after a call, and they steal the cores the other one needs. So the fused
+GEMM calls ``cblas_?gemm`` from NumPy's bundled OpenBLAS through ctypes when it can
+find it, and SciPy's ``sgemm``/``dgemm`` (overwrite_c, beta = 1) otherwise.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+__all__ = ["GemmFunction", "find_gemm"]
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+# gemm(out, a, trans_a, b, trans_b, alpha, beta): out = alpha op(a) op(b) + beta out, in place
+GemmFunction = Callable[[np.ndarray, np.ndarray, bool, np.ndarray, bool, float, float], None]
+
+
+@cache
+def _numpy_openblas() -> Any:
+    """NumPy's bundled OpenBLAS (ILP64, ``scipy_`` prefix), or None."""
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libs, "libscipy_openblas64_*.so*"))):
+        try:
+            lib = ctypes.CDLL(path)
+            lib.scipy_cblas_sgemm64_  # noqa: B018 - the symbol must exist
+            lib.scipy_cblas_dgemm64_  # noqa: B018
+        except (OSError, AttributeError):
+            continue
+        return lib
+    return None
+
+
+def _cblas(function: Any, scalar: type) -> GemmFunction:
+    i64 = ctypes.c_int64
+    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, i64, i64, i64, scalar, ctypes.c_void_p, i64,
+                         ctypes.c_void_p, i64, scalar, ctypes.c_void_p, i64]
+    function.restype = None
+
+    def gemm(out: np.ndarray, a: np.ndarray, trans_a: bool, b: np.ndarray, trans_b: bool, alpha: float,
+             beta: float) -> None:
+        m, n = out.shape
+        k = a.shape[0] if trans_a else a.shape[1]
+        function(_ROW_MAJOR, _TRANS if trans_a else _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k,
+                 alpha, a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1], beta, out.ctypes.data, n)
+
+    return gemm
+
+
+@cache
+def find_gemm(dtype: np.dtype) -> GemmFunction | None:
+    """A row-major GEMM for float32/float64 from NumPy's own BLAS, or None when NumPy
+    was not built with a bundled OpenBLAS (then the caller uses SciPy)."""
+    lib = _numpy_openblas()
+    if lib is None or os.environ.get("MTA_GEMM") == "scipy":
+        return None
+    if dtype == np.float32:
+        return _cblas(lib.scipy_cblas_sgemm64_, ctypes.c_float)
+    if dtype == np.float64:
+        return _cblas(lib.scipy_cblas_dgemm64_, ctypes.c_double)
+    return None
