@@ -168,7 +168,7 @@ void accumulate_many(const char* kernel, int mode, bool cast_only, py::handle ac
         std::optional<py::gil_scoped_release> nogil;
         if (total >= kReleaseGilMinElements) nogil.emplace();
         const std::int64_t count = static_cast<std::int64_t>(chunks.size());
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : nonfinite) if (total >= kParallelMinElements)
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : nonfinite) if (use_threads(total))
         for (std::int64_t c = 0; c < count; ++c) {
             const AccumulateJob& job = jobs[chunks[c].first];
             const std::int64_t begin = chunks[c].second;

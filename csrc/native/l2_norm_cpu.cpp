@@ -73,7 +73,7 @@ double l2_norm_of(const char* kernel, const std::vector<py::handle>& arrays, boo
         std::optional<py::gil_scoped_release> nogil;
         if (total >= 4096) nogil.emplace();
         const std::int64_t count = static_cast<std::int64_t>(chunks.size());
-#pragma omp parallel for schedule(dynamic, 1) if (total >= kParallelMinElements)
+#pragma omp parallel for schedule(dynamic, 1) if (use_threads(total))
         for (std::int64_t c = 0; c < count; ++c) {
             const NormJob& job = jobs[chunks[c].first];
             const std::int64_t begin = chunks[c].second;

@@ -149,7 +149,7 @@ void run_jobs(const std::vector<StepJob>& jobs, Range range) {
     std::optional<py::gil_scoped_release> nogil;
     if (total >= 4096) nogil.emplace();
     const std::int64_t count = static_cast<std::int64_t>(chunks.size());
-#pragma omp parallel for schedule(dynamic, 1) if (total >= kParallelMinElements)
+#pragma omp parallel for schedule(dynamic, 1) if (use_threads(total))
     for (std::int64_t c = 0; c < count; ++c) {
         const StepJob& job = jobs[chunks[c].first];
         const std::int64_t begin = chunks[c].second;

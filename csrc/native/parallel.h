@@ -34,6 +34,12 @@ struct StoredAs<mta_bfloat16> {
 // OpenMP team costs a few microseconds, more than such a pass takes.
 constexpr std::int64_t kParallelMinElements = std::int64_t(1) << 15;
 
+// True in a process forked after this module loaded (see fork_safety.cpp).
+bool in_forked_child();
+
+// Whether a pass over n elements should wake the OpenMP team.
+inline bool use_threads(std::int64_t n) { return n >= kParallelMinElements && !in_forked_child(); }
+
 // Runs body(begin, end) over [0, n), one contiguous span per thread (spans
 // start on 16-element boundaries so each keeps the array's SIMD alignment),
 // and ORs the spans' results (the non-finite flag).
@@ -41,7 +47,7 @@ template <class Body>
 bool for_each_span(std::int64_t n, Body body) {
     int found = 0;
 #ifdef _OPENMP
-#pragma omp parallel if (n >= kParallelMinElements) reduction(| : found)
+#pragma omp parallel if (use_threads(n)) reduction(| : found)
     {
         const std::int64_t threads = omp_get_num_threads();
         const std::int64_t t = omp_get_thread_num();

@@ -198,9 +198,22 @@ TableEntry = tuple[Sequence[int], int, int]  # (addresses per row, size, kind)
 
 
 def build_tables(depth: int, entries: Sequence[TableEntry]) -> list[tuple[np.ndarray, int]]:
-    """Chunk tables covering every non-empty entry: [(table of shape (1,), blocks used)]."""
+    """Chunk tables covering every non-empty entry: [(table of shape (1,), blocks used)].
+
+    Memoized: accumulating into the same buffers every micro-batch reuses the
+    tables (they depend only on addresses, sizes and kinds, and are never
+    written after they are built).
+    """
     max_tensors = min(TABLE_CAPACITY[depth], _limit_tensors or TABLE_CAPACITY[depth])
     max_blocks = min(MAX_BLOCKS, _limit_blocks or MAX_BLOCKS)
+    key = tuple((tuple(int(a) for a in addresses), int(size), int(kind)) for addresses, size, kind in entries)
+    return list(_build_tables(depth, key, max_tensors, max_blocks))
+
+
+@functools.lru_cache(maxsize=256)
+def _build_tables(
+    depth: int, entries: tuple[TableEntry, ...], max_tensors: int, max_blocks: int
+) -> tuple[tuple[np.ndarray, int], ...]:
     dtype = table_dtype(depth)
 
     def place(table: np.ndarray, slot: int, entry: TableEntry) -> None:
@@ -238,7 +251,9 @@ def build_tables(depth: int, entries: Sequence[TableEntry]) -> list[tuple[np.nda
         slot += 1
     if blocks:
         tables.append((table, blocks))
-    return tables
+    for table, _ in tables:
+        table.flags.writeable = False
+    return tuple(tables)
 
 
 def _table_launches(kernel: str, depth: int, entries: Sequence[TableEntry], tail: tuple[Any, ...]) -> list[Launch]:
