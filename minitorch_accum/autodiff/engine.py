@@ -24,22 +24,42 @@ from minitorch_accum.ops.function import Context, Function
 if TYPE_CHECKING:
     from minitorch_accum.autodiff.tensor import Tensor
 
-__all__ = ["GraphFreedError", "LeafSink", "Node", "reduce_to_shape", "run_backward"]
+__all__ = ["Edge", "GraphFreedError", "LeafSink", "Node", "reduce_to_shape", "run_backward"]
 
 
 class GraphFreedError(RuntimeError):
     """backward() reached a part of the graph that an earlier backward() already freed."""
 
 
+class Edge:
+    """What backward needs to know about one input of a node, without holding its data.
+
+    A node keeps the *node* that produced each input (or the leaf tensor itself),
+    never intermediate tensors: an intermediate result nobody saved for backward is
+    freed as soon as the user drops it, which is what keeps activation memory to
+    what backward really needs.
+    """
+
+    __slots__ = ("backend", "dtype", "leaf", "node", "requires_grad", "shape")
+
+    def __init__(self, tensor: Tensor) -> None:
+        self.node: Node | None = tensor._node if tensor.requires_grad else None
+        self.leaf: Tensor | None = tensor if tensor.requires_grad and tensor._node is None else None
+        self.requires_grad = tensor.requires_grad
+        self.shape = tensor.shape
+        self.dtype = tensor.dtype
+        self.backend = tensor._backend
+
+
 class Node:
-    """How a tensor was made: the op, what it saved, and its input tensors."""
+    """How a tensor was made: the op, what it saved, and an edge per input."""
 
     __slots__ = ("ctx", "fn", "freed", "inputs")
 
     def __init__(self, fn: type[Function], ctx: Context, inputs: tuple[Tensor, ...]) -> None:
         self.fn = fn
         self.ctx = ctx
-        self.inputs = inputs
+        self.inputs = tuple(Edge(t) for t in inputs)
         self.freed = False
 
     def release(self) -> None:
@@ -76,16 +96,15 @@ def reduce_to_shape(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:
     return reduced.reshape(shape)
 
 
-def _topological_order(root: Tensor) -> list[Tensor]:
-    """Non-leaf tensors that need gradients, each after every tensor that uses it."""
-    order: list[Tensor] = []
+def _topological_order(root: Node) -> list[Node]:
+    """Nodes that need gradients, each after every node that uses its output."""
+    order: list[Node] = []
     seen: set[int] = set()
-    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    stack: list[tuple[Node, bool]] = [(root, False)]
     while stack:
-        tensor, inputs_done = stack.pop()
-        node = tensor._node
+        node, inputs_done = stack.pop()
         if inputs_done:
-            order.append(tensor)
+            order.append(node)
             continue
         if id(node) in seen:
             continue
@@ -95,10 +114,10 @@ def _topological_order(root: Tensor) -> list[Tensor]:
                 "backward: this graph was already freed by an earlier backward(); run the forward "
                 "pass again, or pass retain_graph=True to the first backward()"
             )
-        stack.append((tensor, True))
-        for inp in reversed(node.inputs):
-            if inp.requires_grad and inp._node is not None and id(inp._node) not in seen:
-                stack.append((inp, False))
+        stack.append((node, True))
+        for edge in reversed(node.inputs):
+            if edge.node is not None and id(edge.node) not in seen:
+                stack.append((edge.node, False))
     order.reverse()
     return order
 
@@ -181,43 +200,42 @@ def run_backward(
 
     pending: dict[int, Any] = {id(root._node): grad}
     with np.errstate(all="ignore"):  # inf and nan are results (loss scaling relies on seeing them)
-        _walk(_topological_order(root), pending, route, retain_graph)
+        _walk(_topological_order(root._node), pending, route, retain_graph)
     return None if sink is not None else Gradients(collector.entries)
 
 
-def _walk(order: list[Tensor], pending: dict[int, Any], route: Any, retain_graph: bool) -> None:
+def _walk(order: list[Node], pending: dict[int, Any], route: Any, retain_graph: bool) -> None:
     """Process nodes in order: call each backward, route input gradients onward or to the sink."""
-    for tensor in order:
-        node = tensor._node
+    for node in order:
         out_grad = pending.pop(id(node), None)
         if out_grad is None:  # nothing flowed here (e.g. an output that was not used)
             if not retain_graph:
                 node.release()
             continue
-        inputs = node.inputs
+        edges = node.inputs
         ctx = node.ctx
-        needs = [inp.requires_grad for inp in inputs]
+        needs = [edge.requires_grad for edge in edges]
         if route.fuses_gemm and hasattr(node.fn, "grad_factors"):
-            for i, inp in enumerate(inputs):
-                if needs[i] and inp._node is None and route.accepts(inp):
+            for i, edge in enumerate(edges):
+                if needs[i] and edge.leaf is not None and route.accepts(edge.leaf):
                     factors = node.fn.grad_factors(ctx, out_grad, i)
-                    if factors is not None and (factors[0].shape[0], factors[1].shape[1]) == inp.shape:
-                        route.add_product(inp, factors[0], factors[1])
+                    if factors is not None and (factors[0].shape[0], factors[1].shape[1]) == edge.shape:
+                        route.add_product(edge.leaf, factors[0], factors[1])
                         needs[i] = False
         ctx.needs_input_grad = tuple(needs)
         if any(needs):
             input_grads = node.fn.backward(ctx, out_grad)
-            for inp, needed, g in zip(inputs, needs, input_grads, strict=True):
+            for edge, needed, g in zip(edges, needs, input_grads, strict=True):
                 if not needed or g is None:
                     continue
-                g = reduce_to_shape(inp._backend.xp, g, inp.shape)
-                if g.dtype != inp.dtype:
-                    g = g.astype(inp.dtype)
-                if inp._node is None:
-                    if route.accepts(inp):
-                        route.add(inp, g)
-                else:
-                    key = id(inp._node)
+                g = reduce_to_shape(edge.backend.xp, g, edge.shape)
+                if g.dtype != edge.dtype:
+                    g = g.astype(edge.dtype)
+                if edge.leaf is not None:
+                    if route.accepts(edge.leaf):
+                        route.add(edge.leaf, g)
+                elif edge.node is not None:
+                    key = id(edge.node)
                     previous = pending.get(key)
                     pending[key] = g if previous is None else previous + g
         if not retain_graph:

@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="k x b against k*b and b, from the same seed")
     add_training_arguments(compare)
     compare.add_argument("--out", default="runs/compare")
-    compare.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="none")
+    compare.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto")
 
     explain = sub.add_parser("explain", help="one window, kernel by kernel, checked against the big batch")
     explain.add_argument("--dataset", choices=("digits", "sequences"), default="digits")
@@ -71,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, RuntimeError) as exc:
         print(f"maccum {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"maccum {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -43,12 +43,17 @@ def _summary(record: dict[str, Any]) -> str:
 class PlainProgress(Progress):
     """One line per optimizer step (every ``every`` steps), for logs and pipes."""
 
-    def __init__(self, stream: TextIO | None = None, every: int = 1) -> None:
+    def __init__(self, stream: TextIO | None = None, every: int | None = None) -> None:
         self.stream = stream or sys.stdout
-        self.every = max(1, every)
+        self.every = every
+
+    def start(self, total_steps: int, description: str) -> None:
+        if self.every is None:  # about ten lines per run, whatever its length
+            self.every = max(1, total_steps // 10)
+        print(f"{description}: {total_steps} optimizer steps", file=self.stream, flush=True)
 
     def step(self, record: dict[str, Any]) -> None:
-        if record["step"] % self.every == 0 or record.get("skipped"):
+        if record["step"] % (self.every or 1) == 0 or record.get("skipped"):
             print(_summary(record), file=self.stream, flush=True)
 
     def message(self, text: str) -> None:
