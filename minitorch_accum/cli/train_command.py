@@ -24,7 +24,7 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
     parser.add_argument("--reduction", choices=("items", "mean", "sum"), default="items")
-    parser.add_argument("--fusion", choices=("leaf", "gemm", "none"), default="leaf")
+    parser.add_argument("--fusion", choices=("leaf", "gemm", "none"), default="gemm")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
