@@ -71,10 +71,13 @@ class CupyBackend(Backend):
     def gemm_into(self, a: Any, b: Any, out: Any, alpha: float, beta: float) -> bool:
         cupy = self._cupy
         with self.device_scope():
-            if out.dtype in (np.float32, np.float64) and a.dtype == out.dtype == b.dtype \
-                    and out.flags.c_contiguous and out.size:
+            if out.dtype in (np.float32, np.float64) and out.flags.c_contiguous and out.size:
                 from cupy import cublas
 
+                # 16-bit factors are widened (the factors are copied, never the product);
+                # cuBLAS then writes out = alpha a @ b + beta out in place
+                a = a if a.dtype == out.dtype else a.astype(out.dtype)
+                b = b if b.dtype == out.dtype else b.astype(out.dtype)
                 cublas.gemm("N", "N", a, b, out=out, alpha=alpha, beta=beta)
                 return True
             product = cupy.matmul(a, b).astype(out.dtype, copy=False)

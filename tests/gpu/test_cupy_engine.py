@@ -1,0 +1,96 @@
+"""The CuPy path of the engine, accumulation and training: the same results as on the CPU.
+
+Skipped without a CUDA device (see tests/conftest.py); run by benchmarks/gpu_check.sh.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minitorch_accum as mta
+from minitorch_accum import nn, optim
+from minitorch_accum.accum import Accumulator, PeakMemory
+from minitorch_accum.data import DataLoader, load_digits
+from minitorch_accum.nn import functional as F
+from minitorch_accum.train import LearnerBuilder
+
+pytestmark = pytest.mark.gpu
+
+
+def mlp(dtype: str = "float64") -> nn.Module:
+    mta.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16, dtype=dtype), nn.GELU(), nn.LayerNorm(16, dtype=dtype),
+                         nn.Linear(16, 4, dtype=dtype))
+
+
+def test_tensor_ops_and_backward_match_the_cpu() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(5, 8))
+    y = rng.integers(0, 4, size=5)
+    results = []
+    for device in ("cpu", "cuda"):
+        model = mlp().to(device=device)
+        grads = F.cross_entropy(model(mta.tensor(x, dtype="float64", device=device)),
+                                mta.tensor(y, device=device)).backward()
+        results.append([np.asarray(mta.Tensor(grads[p]).numpy()) for p in model.parameters()])
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_cross_device_op_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="different devices: cpu and cuda:0"):
+        mta.ones(2) + mta.ones(2, device="cuda")
+    moved = mta.ones(2, requires_grad=True)
+    grads = (moved.to("cuda") * 3.0).sum().backward()
+    np.testing.assert_array_equal(grads[moved], [3.0, 3.0])  # the gradient came back to the CPU
+
+
+@pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
+def test_accumulator_on_the_gpu_equals_the_cpu_window(fusion: str) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(12, 8))
+    y = rng.integers(0, 4, size=12)
+    windows = []
+    for device in ("cpu", "cuda"):
+        model = mlp().to(device=device)
+        acc = Accumulator(model, steps=3, fusion=fusion, accum_dtype="float64")
+        for i in range(3):
+            part = slice(i * 4, (i + 1) * 4)
+            loss = F.cross_entropy(model(mta.tensor(x[part], dtype="float64", device=device)),
+                                   mta.tensor(y[part], device=device), reduction="sum")
+            acc.backward(loss, num_items=4)
+        opt = optim.AdamW(lr=0.01)
+        opt.step(model, acc)
+        windows.append([p.numpy() for p in model.parameters()])
+    for a, b in zip(*windows, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_gemm_fusion_writes_into_the_arena_on_the_gpu() -> None:
+    model = mlp("float32").to(device="cuda")
+    acc = Accumulator(model, steps=2, fusion="gemm", trace=True)
+    x = mta.randn(4, 8, device="cuda")
+    for _ in range(2):
+        acc.backward(F.cross_entropy(model(x), mta.tensor(np.arange(4) % 4, device="cuda"), reduction="sum"),
+                     num_items=4)
+    assert [e.kernel for e in acc.trace.for_param("0.weight")] == ["gemm-beta0", "gemm-beta1"]
+
+
+def test_peak_memory_is_measured_on_the_gpu() -> None:
+    import cupy
+
+    with PeakMemory("cuda") as probe:
+        block = cupy.ones(1 << 20, dtype=cupy.float32)
+        del block
+    assert probe.peak_bytes >= 4 << 20
+
+
+def test_learner_trains_on_the_gpu(tmp_path) -> None:
+    train, _ = load_digits().split(0.8)
+    mta.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    learner = (LearnerBuilder(tmp_path).num_epochs(1).grads_accumulation(4).devices(["cuda"]).progress("none")
+               .build(model, optim.AdamW(lr=3e-3)))
+    _, history = learner.fit(DataLoader(train, 32))
+    assert history.steps[-1]["loss"] < history.steps[0]["loss"]
