@@ -67,6 +67,8 @@ def test_window_grad_is_within_the_rounding_bound_in_float32_and_bf16(case: Case
        fusion=st.sampled_from(["leaf", "gemm", "none"]))
 def test_parameters_after_n_steps_equal_between_k_x_b_and_k_times_b(make_optimizer, spec: ModelSpec, k: int, b: int,
                                                                      steps: int, fusion: str) -> None:
+    """k x b and k*b through the Accumulator, and k*b through a plain backward() with no
+    accumulator at all (the independent reference), end at the same parameters."""
     results = []
     for micro, windows in ((b, k), (k * b, 1)):
         case = Case(model=spec, sizes=(micro,) * windows, fusion=fusion)
@@ -74,13 +76,20 @@ def test_parameters_after_n_steps_equal_between_k_x_b_and_k_times_b(make_optimiz
         opt = make_optimizer()
         acc = Accumulator(model, steps=windows, fusion=fusion, accum_dtype="float64")
         for step in range(steps):
-            step_case = case.with_(data_seed=step)
-            run_window(step_case, model, accumulator=acc)
+            run_window(case.with_(data_seed=step), model, accumulator=acc)
             opt.step(model, acc)
             acc.zero()
         results.append([p.numpy() for p in model.parameters()])
-    for a, c in zip(*results, strict=True):
-        np.testing.assert_allclose(a, c, rtol=0, atol=1e-10)
+    model = spec.build("float64")
+    opt = make_optimizer()
+    for step in range(steps):
+        case = Case(model=spec, sizes=(k * b,), data_seed=step)
+        x, y = case.batch()
+        opt.step(model, F.cross_entropy(model(case.inputs(x)), y).backward())
+    results.append([p.numpy() for p in model.parameters()])
+    for accumulated, big, plain in zip(*results, strict=True):
+        np.testing.assert_allclose(accumulated, plain, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(big, plain, rtol=0, atol=1e-10)
 
 
 # 3 -----------------------------------------------------------------------------------------
