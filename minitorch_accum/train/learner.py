@@ -233,7 +233,7 @@ class Learner:
                 manual_seed(config.seed)
         total = sum(self._windows_in_epoch(train_loader, self.steps_for_epoch(e, train_loader))
                     for e in range(config.num_epochs))
-        progress = make_progress(config.progress)
+        progress = make_progress(config.progress, metrics=config.metrics)
         progress.start(total, f"training ({config.reduction}, fusion={config.fusion})")
         self._position = (start_epoch, start_batch)
         self._stop = _StopRequest()

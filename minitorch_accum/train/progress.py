@@ -29,12 +29,24 @@ class Progress:
         """End the display."""
 
 
-def _summary(record: dict[str, Any]) -> str:
-    parts = [f"epoch {record['epoch']}", f"step {record['step']}", f"loss {record['loss']:.4f}"]
-    if record.get("accuracy") is not None:
+_ALL_METRICS = ("loss", "accuracy", "items_per_second", "grad_norm", "lr", "peak_memory")
+
+
+def _summary(record: dict[str, Any], metrics: tuple[str, ...] = _ALL_METRICS) -> str:
+    """One line for a metrics record, showing the metrics chosen with LearnerBuilder.metric()."""
+    parts = [f"epoch {record['epoch']}", f"step {record['step']}"]
+    if "loss" in metrics:
+        parts.append(f"loss {record['loss']:.4f}")
+    if "accuracy" in metrics and record.get("accuracy") is not None:
         parts.append(f"acc {record['accuracy']:.3f}")
-    parts.append(f"lr {record['lr']:.3g}")
-    parts.append(f"{record['items_per_second']:.0f} items/s")
+    if "lr" in metrics:
+        parts.append(f"lr {record['lr']:.3g}")
+    if "grad_norm" in metrics and record.get("grad_norm") is not None:
+        parts.append(f"|g| {record['grad_norm']:.3g}")
+    if "peak_memory" in metrics:
+        parts.append(f"peak {record['peak_activation_bytes'] / 1024:.0f} KiB")
+    if "items_per_second" in metrics:
+        parts.append(f"{record['items_per_second']:.0f} items/s")
     if record.get("skipped"):
         parts.append("SKIPPED (non-finite gradient)")
     return "  ".join(parts)
@@ -43,9 +55,11 @@ def _summary(record: dict[str, Any]) -> str:
 class PlainProgress(Progress):
     """One line per optimizer step (every ``every`` steps), for logs and pipes."""
 
-    def __init__(self, stream: TextIO | None = None, every: int | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, every: int | None = None,
+                 metrics: tuple[str, ...] = _ALL_METRICS) -> None:
         self.stream = stream or sys.stdout
         self.every = every
+        self.metrics = metrics
 
     def start(self, total_steps: int, description: str) -> None:
         if self.every is None:  # about ten lines per run, whatever its length
@@ -54,7 +68,7 @@ class PlainProgress(Progress):
 
     def step(self, record: dict[str, Any]) -> None:
         if record["step"] % (self.every or 1) == 0 or record.get("skipped"):
-            print(_summary(record), file=self.stream, flush=True)
+            print(_summary(record, self.metrics), file=self.stream, flush=True)
 
     def message(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -92,7 +106,8 @@ class RichProgress(Progress):
         self._bar.stop()
 
 
-def make_progress(mode: str = "auto", stream: TextIO | None = None) -> Progress:
+def make_progress(mode: str = "auto", stream: TextIO | None = None,
+                  metrics: tuple[str, ...] = _ALL_METRICS) -> Progress:
     """``"auto"``: rich on a terminal, plain otherwise; or exactly ``"rich"``/``"plain"``/``"none"``."""
     if mode not in PROGRESS_MODES:
         raise ValueError(f"progress must be one of {', '.join(PROGRESS_MODES)}, got {mode!r}")
@@ -101,5 +116,5 @@ def make_progress(mode: str = "auto", stream: TextIO | None = None) -> Progress:
     if mode == "rich":
         return RichProgress()
     if mode == "plain":
-        return PlainProgress(stream)
+        return PlainProgress(stream, metrics=metrics)
     return Progress()
