@@ -54,16 +54,17 @@ class Accumulator:
         reduction: ``"items"`` (default; each backward gets a summed loss and its
             ``num_items``; exact for micro-batches of any size), ``"mean"`` (divide by
             the micro-batches accumulated) or ``"sum"``.
-        fusion: ``"leaf"`` (fused kernels write each leaf gradient into the arena),
-            ``"gemm"`` (a matmul's weight gradient is written by the GEMM itself,
-            beta = 1) or ``"none"`` (Burn's path: containers summed).
+        fusion: ``"gemm"`` (default: a matmul's weight gradient is written by the GEMM
+            itself, beta = 1, every other gradient as with ``"leaf"``), ``"leaf"`` (fused
+            kernels write each leaf gradient into the arena) or ``"none"`` (Burn's path:
+            containers summed).
         accum_dtype: ``"float32"`` or ``"float64"``; 16-bit gradients accumulate in float32.
         compensated: Neumaier-compensated accumulation with a second arena.
         loss_scaler: a DynamicLossScaler for 16-bit training (optional).
         trace: record every kernel in ``self.trace``.
     """
 
-    def __init__(self, model: Module, steps: int, reduction: str = "items", fusion: str = "leaf",
+    def __init__(self, model: Module, steps: int, reduction: str = "items", fusion: str = "gemm",
                  accum_dtype: Any = "float32", compensated: bool = False,
                  loss_scaler: DynamicLossScaler | None = None, trace: bool = False) -> None:
         if not isinstance(model, Module):
@@ -99,7 +100,7 @@ class Accumulator:
         self._micro_step = 0
         self._items = 0
         self._written: set[int] = set()
-        self._gemm_written: set[int] = set()
+        self._gemm_bound: dict[int, float] = {}  # param id -> bound on |entries| of its GEMM-written view
         self._finalized = False
         self._pending_scale: float | None = None
         self._nonfinite: bool | None = None
@@ -226,18 +227,24 @@ class Accumulator:
             self._finalize()
             flagged = bool(int(self.flag[0]))
             if not flagged:
-                # GEMMs and containers carry no fused flag; inf and nan are sticky under
-                # addition, so one check of the summed arrays sees any micro-batch's
+                # containers carry no flag, and GEMM-written views whose factor bound could not
+                # rule out an overflow need a look; inf and nan are sticky under addition, so one
+                # check of the summed arrays sees any micro-batch's
                 if self.fusion == "none":
-                    checked = [(p, g) for p, g in self._window.items()]
+                    checked = list(self._window.items())
                 else:
-                    checked = [(p, v) for p, v in self._views() if id(p) in self._gemm_written]
+                    checked = [(p, v) for p, v in self._views() if not self._gemm_bound_is_safe(p, v)]
                 if checked:
                     start = time.perf_counter()
                     flagged = not math.isfinite(kernels.multi_l2_norm([a for _, a in checked]))
                     self._record_window_pass("finite_check", checked, start)
             self._nonfinite = flagged
         return self._nonfinite
+
+    def _gemm_bound_is_safe(self, param: Param, view: Any) -> bool:
+        """True unless a GEMM wrote this view and its running bound could reach the dtype's maximum."""
+        bound = self._gemm_bound.get(id(param))
+        return bound is None or bound < float(np.finfo(view.dtype).max) / 4
 
     def gradient_window(self) -> GradientWindow:
         """The window for an optimizer: raw sums plus the one factor that normalizes them."""
@@ -342,7 +349,7 @@ class Accumulator:
                 "steps": self.steps, "reduction": self.reduction, "fusion": self.fusion,
                 "micro_step": self._micro_step, "items": self._items, "window_index": self.window_index,
                 "written": [names[i] for i in sorted(self._written, key=self._order)],
-                "gemm_written": [names[i] for i in sorted(self._gemm_written, key=self._order)],
+                "gemm_bound": {names[i]: bound for i, bound in self._gemm_bound.items()},
                 "flag": int(self.flag[0]),
                 "skipped_windows": list(self.skipped_windows),
                 "loss_scaler": None if self.loss_scaler is None else self.loss_scaler.state_dict(),
@@ -392,7 +399,7 @@ class Accumulator:
         self._items = int(meta["items"])
         self.window_index = int(meta["window_index"])
         self._written = {id(by_name[n]) for n in meta["written"]}
-        self._gemm_written = {id(by_name[n]) for n in meta["gemm_written"]}
+        self._gemm_bound = {id(by_name[n]): float(bound) for n, bound in meta["gemm_bound"].items()}
         self.flag[0] = int(meta["flag"])
         self.skipped_windows = list(meta.get("skipped_windows", []))
         if self.loss_scaler is not None and meta.get("loss_scaler"):

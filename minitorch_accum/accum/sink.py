@@ -79,11 +79,22 @@ class ArenaSink:
         start = time.perf_counter() if acc.trace is not None else 0.0
         fused = leaf._backend.gemm_into(a, b, view, alpha=self.scale, beta=0.0 if first else 1.0)
         acc._written.add(id(leaf))
-        # a GEMM has no fused non-finite flag: its views are checked once when the window closes
-        acc._gemm_written.add(id(leaf))
+        # A GEMM has no fused non-finite flag. Every entry of alpha a @ b, and every partial
+        # sum of it, is at most |alpha| ||a||_F ||b||_F (Cauchy-Schwarz), so a running sum of
+        # that bound that stays far below the dtype's maximum proves the view finite without
+        # reading it; the norms read only the factors (N (in + out) elements, not in x out).
+        bound = abs(self.scale) * _frobenius(a) * _frobenius(b)
+        acc._gemm_bound[id(leaf)] = acc._gemm_bound.get(id(leaf), 0.0) + bound
         if acc.trace is not None:
             leaf._backend.synchronize()
             name = ("gemm-beta0" if first else "gemm-beta1") if fused else "gemm-fallback"
             factor_bytes = (a.size + b.size) * np.dtype(a.dtype).itemsize
-            traffic = factor_bytes + view.nbytes * (1 if first else 2)
+            traffic = 2 * factor_bytes + view.nbytes * (1 if first else 2)  # the GEMM, then the norms
             acc._record(leaf, name, view.size, traffic, time.perf_counter() - start, not fused)
+
+
+def _frobenius(matrix: Any) -> float:
+    """||matrix||_F through the norm kernel; inf or nan when any entry is."""
+    if not matrix.flags.c_contiguous:
+        matrix = matrix.T if matrix.T.flags.c_contiguous else matrix.copy()
+    return kernels.l2_norm(matrix)

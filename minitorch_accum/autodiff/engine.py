@@ -205,38 +205,45 @@ def run_backward(
 
 
 def _walk(order: list[Node], pending: dict[int, Any], route: Any, retain_graph: bool) -> None:
-    """Process nodes in order: call each backward, route input gradients onward or to the sink."""
+    """Process nodes in order, each releasing its saved activations as soon as it is done."""
     for node in order:
         out_grad = pending.pop(id(node), None)
-        if out_grad is None:  # nothing flowed here (e.g. an output that was not used)
-            if not retain_graph:
-                node.release()
-            continue
-        edges = node.inputs
-        ctx = node.ctx
-        needs = [edge.requires_grad for edge in edges]
-        if route.fuses_gemm and hasattr(node.fn, "grad_factors"):
-            for i, edge in enumerate(edges):
-                if needs[i] and edge.leaf is not None and route.accepts(edge.leaf):
-                    factors = node.fn.grad_factors(ctx, out_grad, i)
-                    if factors is not None and (factors[0].shape[0], factors[1].shape[1]) == edge.shape:
-                        route.add_product(edge.leaf, factors[0], factors[1])
-                        needs[i] = False
-        ctx.needs_input_grad = tuple(needs)
-        if any(needs):
-            input_grads = node.fn.backward(ctx, out_grad)
-            for edge, needed, g in zip(edges, needs, input_grads, strict=True):
-                if not needed or g is None:
-                    continue
-                g = reduce_to_shape(edge.backend.xp, g, edge.shape)
-                if g.dtype != edge.dtype:
-                    g = g.astype(edge.dtype)
-                if edge.leaf is not None:
-                    if route.accepts(edge.leaf):
-                        route.add(edge.leaf, g)
-                elif edge.node is not None:
-                    key = id(edge.node)
-                    previous = pending.get(key)
-                    pending[key] = g if previous is None else previous + g
+        if out_grad is not None:  # None: nothing flowed here (an output that was not used)
+            _backward_node(node, out_grad, pending, route)
+        del out_grad
         if not retain_graph:
             node.release()
+
+
+def _backward_node(node: Node, out_grad: Any, pending: dict[int, Any], route: Any) -> None:
+    """One node's backward: input gradients go onward (summed where paths meet) or to the sink.
+
+    A function of its own so that every temporary (factors, input gradients) dies on return,
+    not at the next node."""
+    edges = node.inputs
+    ctx = node.ctx
+    needs = [edge.requires_grad for edge in edges]
+    if route.fuses_gemm and hasattr(node.fn, "grad_factors"):
+        for i, edge in enumerate(edges):
+            if needs[i] and edge.leaf is not None and route.accepts(edge.leaf):
+                factors = node.fn.grad_factors(ctx, out_grad, i)
+                if factors is not None and (factors[0].shape[0], factors[1].shape[1]) == edge.shape:
+                    route.add_product(edge.leaf, factors[0], factors[1])
+                    needs[i] = False
+    ctx.needs_input_grad = tuple(needs)
+    if not any(needs):
+        return
+    input_grads = node.fn.backward(ctx, out_grad)
+    for edge, needed, g in zip(edges, needs, input_grads, strict=True):
+        if not needed or g is None:
+            continue
+        g = reduce_to_shape(edge.backend.xp, g, edge.shape)
+        if g.dtype != edge.dtype:
+            g = g.astype(edge.dtype)
+        if edge.leaf is not None:
+            if route.accepts(edge.leaf):
+                route.add(edge.leaf, g)
+        elif edge.node is not None:
+            key = id(edge.node)
+            previous = pending.get(key)
+            pending[key] = g if previous is None else previous + g

@@ -80,7 +80,7 @@ class LearnerBuilder:
         return self
 
     def fusion(self, fusion: str) -> LearnerBuilder:
-        """``"leaf"`` (default), ``"gemm"`` or ``"none"`` (Burn's container path)."""
+        """``"gemm"`` (default), ``"leaf"`` or ``"none"`` (Burn's container path)."""
         if fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
         self._config.fusion = fusion

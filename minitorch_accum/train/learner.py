@@ -46,7 +46,7 @@ class LearnerConfig:
     accumulation_schedule: dict[int, int] | None = None
     memory_budget: int | None = None
     reduction: str = "items"
-    fusion: str = "leaf"
+    fusion: str = "gemm"
     accum_dtype: str = "float32"
     compensated: bool = False
     mixed_precision: str | None = None

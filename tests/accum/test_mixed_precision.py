@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import minitorch_accum as mta
-from minitorch_accum import optim
+from minitorch_accum import nn, optim
 from minitorch_accum.accum import Accumulator, DynamicLossScaler
 from tests.accum.helpers import data, mlp, summed_loss, window_grads
 
@@ -20,7 +20,7 @@ def test_bf16_gradients_accumulate_into_float32_and_match_a_float32_reference() 
     ref.load_record({k: v.astype(np.float32) for k, v in low.to_record().items()})
     x, y = data()
     x = x.astype(mta.bfloat16).astype(np.float64)  # both models see the same inputs
-    acc_low = Accumulator(low, steps=3, trace=True)
+    acc_low = Accumulator(low, steps=3, fusion="leaf", trace=True)
     acc_ref = Accumulator(ref, steps=3)
     for i in range(3):
         part = slice(i * 9, (i + 1) * 9)
@@ -81,3 +81,15 @@ def test_loss_scaler_unscale_is_folded_and_overflow_lowers_the_scale() -> None:
     acc.zero()
     assert scaler.scale == 2.0**9 and scaler.events[-1].old_scale == 2.0**10
     assert acc.skipped_windows == [1]
+
+
+@pytest.mark.parametrize("magnitude, overflows", [(1e3, False), (1e38, True)])
+def test_gemm_views_are_proven_finite_by_their_factors_or_checked(magnitude: float, overflows: bool) -> None:
+    """The fused GEMM raises no flag; a bound from its factors' norms skips the end-of-window
+    check when no overflow is possible, and forces it when one is (here 8 x 1e38 > float32 max)."""
+    layer = nn.Linear(4, 2, bias=False)
+    acc = Accumulator(layer, steps=1, fusion="gemm", trace=True)
+    acc.backward(layer(mta.tensor(np.full((8, 4), magnitude))).sum(), num_items=8)  # dW = x^T 1
+    assert acc.found_nonfinite() is overflows
+    checked = {e.param for e in acc.trace.events if e.kernel == "finite_check"}
+    assert checked == ({"weight"} if overflows else set())
