@@ -1,7 +1,7 @@
-// libgomp's thread pool does not survive fork(): a forked child (a data-loader
-// worker, say) that opens a parallel region after its parent used the pool
-// waits forever for threads that do not exist. A child therefore runs every
-// native kernel on its calling thread; serial regions (`if` false) are safe.
+// A thread pool does not survive fork(): a forked child (a data-loader worker,
+// say) has none of its parent's helper threads, and the pool's mutex may have
+// been held by one of them at the fork. A child therefore runs every native
+// kernel on its calling thread and never touches the pool (thread_pool.cpp).
 #include <atomic>
 
 #if defined(__unix__) || defined(__APPLE__)

@@ -72,14 +72,13 @@ double l2_norm_of(const char* kernel, const std::vector<py::handle>& arrays, boo
     {
         std::optional<py::gil_scoped_release> nogil;
         if (total >= 4096) nogil.emplace();
-        const std::int64_t count = static_cast<std::int64_t>(chunks.size());
-#pragma omp parallel for schedule(dynamic, 1) if (use_threads(total))
-        for (std::int64_t c = 0; c < count; ++c) {
+        for_each_task(static_cast<std::int64_t>(chunks.size()), total, [&](std::int64_t c) {
             const NormJob& job = jobs[chunks[c].first];
             const std::int64_t begin = chunks[c].second;
             const std::int64_t end = std::min<std::int64_t>(job.size, begin + MTA_CHUNK_SIZE);
             partials[c] = sum_squares_range(job, begin, end);
-        }
+            return false;
+        });
     }
     double sum = 0.0;
     for (const double p : partials) sum += p;

@@ -91,7 +91,7 @@ launch constants, so the Python launch planner can check its NumPy mirrors.)doc"
 }  // namespace minitorch_accum
 
 PYBIND11_MODULE(_native, m) {
-    m.doc() = R"doc(Native CPU kernels of minitorch_accum (OpenMP + SIMD, GIL released) and the
+    m.doc() = R"doc(Native CPU kernels of minitorch_accum (SIMD loops on a small thread pool, GIL released) and the
 CPU launch emulator of its CUDA kernels. Private: use minitorch_accum.kernels.)doc";
     minitorch_accum::bind_accumulate(m);
     minitorch_accum::bind_l2_norm(m);

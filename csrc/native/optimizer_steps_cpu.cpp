@@ -148,13 +148,12 @@ void run_jobs(const std::vector<StepJob>& jobs, Range range) {
     }
     std::optional<py::gil_scoped_release> nogil;
     if (total >= 4096) nogil.emplace();
-    const std::int64_t count = static_cast<std::int64_t>(chunks.size());
-#pragma omp parallel for schedule(dynamic, 1) if (use_threads(total))
-    for (std::int64_t c = 0; c < count; ++c) {
+    for_each_task(static_cast<std::int64_t>(chunks.size()), total, [&](std::int64_t c) {
         const StepJob& job = jobs[chunks[c].first];
         const std::int64_t begin = chunks[c].second;
         range(job, begin, std::min<std::int64_t>(job.size, begin + MTA_CHUNK_SIZE));
-    }
+        return false;
+    });
 }
 
 std::vector<py::handle> items(py::handle h, const char* kernel, const char* role, bool optional,

@@ -2,8 +2,10 @@
 
 One kernel body, two compilers: the element math lives in csrc/accum_math.cuh,
 the CUDA kernels in csrc/*.cu (run on GPUs through cupy.RawModule), and the
-native CPU module minitorch_accum._native compiles the same header (OpenMP +
-SIMD) and also runs the CUDA kernels themselves through a launch emulator.
+native CPU module minitorch_accum._native compiles the same header (SIMD loops
+for SSE2/AVX2/AVX-512, chosen at load, on its own thread pool: MTA_NUM_THREADS or
+OMP_NUM_THREADS, read at the first parallel call, caps its threads) and also
+runs the CUDA kernels themselves through a launch emulator.
 
 Every function dispatches on the array type: CuPy arrays run the CUDA kernels,
 NumPy arrays the CPU path of ``kernel_path()`` ("native" by default; set

@@ -2,7 +2,7 @@
 
 CuPy arrays always go to the CUDA kernels (``cupy.RawModule``). NumPy arrays go
 to the path chosen by ``MTA_KERNELS`` (or ``use_path``): ``native`` (the
-default: the pybind11 module, OpenMP + SIMD), ``reference`` (pure NumPy, the
+default: the pybind11 module, SIMD on a thread pool), ``reference`` (pure NumPy, the
 oracle) or ``emulated`` (the CUDA kernels themselves, run on the CPU by the
 launch emulator).
 """
