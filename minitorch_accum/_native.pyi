@@ -1,4 +1,4 @@
-"""Native CPU kernels of minitorch_accum (OpenMP + SIMD, GIL released) and the CPU
+"""Native CPU kernels of minitorch_accum (SIMD loops over a thread pool, GIL released) and the CPU
 launch emulator of its CUDA kernels. Private: use minitorch_accum.kernels.
 
 Arrays are NumPy arrays, C-contiguous, of matching sizes (shapes may differ);

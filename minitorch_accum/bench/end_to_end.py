@@ -57,7 +57,14 @@ import minitorch_accum as mta
 from minitorch_accum import nn, optim
 from minitorch_accum.accum import AccumulationTrace, Accumulator, KernelEvent
 from minitorch_accum.backend import backend_for
-from minitorch_accum.bench.harness import machine_info, median, results_dir, time_interleaved, write_results
+from minitorch_accum.bench.harness import (
+    machine_info,
+    machine_tag,
+    median,
+    results_dir,
+    time_interleaved,
+    write_results,
+)
 from minitorch_accum.nn import functional as F
 
 __all__ = [
@@ -855,7 +862,7 @@ def _plot(payload: dict[str, Any], directory: Path) -> Path | None:
             axis.set_xticks(ks, [str(k) for k in ks])
             axis.xaxis.set_minor_locator(NullLocator())
             axis.legend(fontsize=8)
-    machine = "gpu" if payload.get("machine", {}).get("gpu") else "cpu"
+    machine = machine_tag(payload)
     fig.suptitle(f"end-to-end accumulation, b={payload['settings']['micro_batch']}, "
                  f"{payload['machine'].get('cpu', '')}", fontsize=9)
     fig.tight_layout()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["machine_info", "median", "results_dir", "time_interleaved", "write_results"]
+__all__ = ["machine_info", "machine_tag", "median", "results_dir", "time_interleaved", "write_results"]
 
 
 def machine_info() -> dict[str, Any]:
@@ -107,10 +107,17 @@ def results_dir(override: str | os.PathLike | None = None) -> Path:
     return path
 
 
+def machine_tag(payload: dict[str, Any]) -> str:
+    """``"gpu"`` for a run on a CUDA device, ``"cpu"`` otherwise (a CPU run on a machine that
+    has a GPU is still a CPU run, and must not overwrite the GPU figures)."""
+    device = str(payload.get("settings", {}).get("device", "cpu"))
+    return "gpu" if device.startswith("cuda") else "cpu"
+
+
 def write_results(name: str, payload: dict[str, Any], directory: str | os.PathLike | None = None) -> Path:
     """Write ``<name>-<date>-<machine>.json`` and ``<name>-latest-<machine>.json``; return the first."""
     target = results_dir(directory)
-    machine = "gpu" if payload.get("machine", {}).get("gpu") else "cpu"
+    machine = machine_tag(payload)
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d")
     path = target / f"{name}-{stamp}-{machine}.json"
     text = json.dumps(payload, indent=2, default=float)
