@@ -1,15 +1,16 @@
 """The floating-point dtypes a tensor may hold, and how names map to NumPy dtypes.
 
 bfloat16 comes from ml_dtypes on the CPU (NumPy has none); CuPy accepts the same
-dtype object where it supports it.
+dtype object where it supports it. The dtype objects are the kernels' own.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
+
+from minitorch_accum.kernels.dtypes import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, LOW_PRECISION
 
 __all__ = [
     "FLOAT_DTYPES",
@@ -21,10 +22,7 @@ __all__ = [
     "resolve_dtype",
 ]
 
-float32 = np.dtype(np.float32)
-float64 = np.dtype(np.float64)
-float16 = np.dtype(np.float16)
-bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float32, float64, float16, bfloat16 = FLOAT32, FLOAT64, FLOAT16, BFLOAT16
 
 FLOAT_DTYPES: dict[str, np.dtype] = {
     "float32": float32,
@@ -60,4 +58,4 @@ def resolve_dtype(dtype: Any) -> np.dtype:
 
 def is_low_precision(dtype: np.dtype) -> bool:
     """True for the 16-bit float types whose gradients are accumulated in float32."""
-    return dtype.name in ("float16", "bfloat16")
+    return dtype in LOW_PRECISION

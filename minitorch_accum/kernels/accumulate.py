@@ -73,24 +73,26 @@ def _one(
         device = "host"
     else:
         device = one_device(kernel, (("acc", acc), ("comp", comp), ("g", g), ("flag", flag)))
-    if device == "host":
-        path = cpu_path()
-        if path == "native":
-            if compensated:
-                getattr(native(), kernel)(acc, comp, g, scale, flag)
-            else:
-                getattr(native(), kernel)(acc, g, scale, flag)
-            return
-        if path == "reference":
-            if compensated:
-                getattr(reference, kernel)(acc, comp, g, scale, flag)
-            else:
-                getattr(reference, kernel)(acc, g, scale, flag)
-            return
+    if device == "host" and _ran_on_host(kernel, compensated, acc, comp, g, scale, flag):
+        return
     check_accumulate(kernel, acc, g, comp, compensated=compensated, cast_only=cast_only)
     check_flag(kernel, flag)
     runner = runner_for(device)
     runner.run(plan_accumulate(mode, acc, comp, g, scale, flag, runner.sm_count))
+
+
+def _ran_on_host(kernel: str, compensated: bool, acc: Any, comp: Any, g: Any, scale: float, flag: Any) -> bool:
+    """Run a NumPy call on the native or reference path; False for the emulated path, which
+    goes through the same launch planning as CuPy. ``acc``, ``comp``, ``g`` are arrays or lists."""
+    path = cpu_path()
+    if path == "emulated":
+        return False
+    module = native() if path == "native" else reference
+    if compensated:
+        getattr(module, kernel)(acc, comp, g, scale, flag)
+    else:
+        getattr(module, kernel)(acc, g, scale, flag)
+    return True
 
 
 def _lists_device(kernel: str, named: Sequence[tuple[str, Sequence[Array] | None]], flag: Array | None) -> str:
@@ -119,20 +121,8 @@ def _many(
     compensated = modes.is_compensated(mode)
     named = [("accs", accs), ("comps", comps), ("gs", gs)] if compensated else [("accs", accs), ("gs", gs)]
     device = _lists_device(kernel, named, flag)
-    if device == "host":
-        path = cpu_path()
-        if path == "native":
-            if compensated:
-                getattr(native(), kernel)(accs, comps, gs, scale, flag)
-            else:
-                getattr(native(), kernel)(accs, gs, scale, flag)
-            return
-        if path == "reference":
-            if compensated:
-                getattr(reference, kernel)(accs, comps, gs, scale, flag)
-            else:
-                getattr(reference, kernel)(accs, gs, scale, flag)
-            return
+    if device == "host" and _ran_on_host(kernel, compensated, accs, comps, gs, scale, flag):
+        return
     check_accumulate_lists(kernel, accs, comps, gs, compensated=compensated, cast_only=cast_only)
     check_flag(kernel, flag)
     runner = runner_for(device)
