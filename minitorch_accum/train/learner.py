@@ -190,21 +190,28 @@ class Learner:
         dataset = loader.dataset
         device = self.accumulator.device()
 
+        # the trial micro-batches write into the learner's own arena: the window is empty
+        # before training, and zero() makes the next write copy over them
+        acc = self.accumulator
+
         def measure(items: int) -> int:
             batch = dataset.get_batch(np.arange(min(items, len(dataset))))
-            probe = Accumulator(self.step_model, steps=1, reduction=config.reduction, fusion=config.fusion,
-                                accum_dtype=config.accum_dtype)
             with PeakMemory(device) as peak:
                 out = self.step_model.train_step(batch)
-                probe.backward(out.loss, out.num_items)
+                acc.backward(out.loss, out.num_items)
+            acc.zero()
             return peak.peak_bytes
 
-        state_slots = {"SGD": 1 if getattr(self.optimizer, "momentum", 0) else 0}.get(
-            type(self.optimizer).__name__, 2)
-        params = sum(int(p.data.nbytes) for p in self.step_model.parameters())
-        persistent = params + self.accumulator.arena.nbytes * (2 if config.compensated else 1) \
-            if self.accumulator.arena is not None else 2 * params
-        persistent += state_slots * sum(p.size * 4 for p in self.step_model.parameters())
+        params = self.step_model.parameters()
+        param_bytes = sum(int(p.data.nbytes) for p in params)
+        if acc.arena is not None:
+            gradient_bytes = acc.arena.nbytes * (2 if config.compensated else 1)
+        else:
+            gradient_bytes = param_bytes  # the Burn path keeps one container of gradients
+        # float32 optimizer state: SGD keeps a momentum buffer (if any), Adam(W) two moments
+        state_slots = (1 if getattr(self.optimizer, "momentum", 0) else 0) \
+            if type(self.optimizer).__name__ == "SGD" else 2
+        persistent = param_bytes + gradient_bytes + state_slots * sum(p.size * 4 for p in params)
         plan = plan_micro_batch(config.memory_budget, effective, persistent, measure)
         self.history.memory_plan = plan
         config.grads_accumulation = plan.steps
