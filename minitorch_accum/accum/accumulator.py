@@ -156,7 +156,10 @@ class Accumulator:
         scale = 1.0
         if self.loss_scaler is not None:
             factor = self.loss_scaler.scale
-            seed = loss._backend.xp.full(loss.data.shape, factor, dtype=loss.dtype)
+            # a scale beyond the loss dtype's range (2^16 > float16's 65504) becomes inf here,
+            # which marks the window and lowers the scale, as any overflow would
+            with np.errstate(over="ignore"):
+                seed = loss._backend.xp.full(loss.data.shape, factor, dtype=loss.dtype)
             scale = 1.0 / factor
         if self.fusion == "none":
             self._backward_containers(loss, seed, scale)

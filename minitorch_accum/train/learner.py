@@ -151,7 +151,8 @@ class Learner:
         if config.mixed_precision is not None:
             self.step_model.to(dtype={"bf16": "bfloat16", "fp16": "float16"}[config.mixed_precision])
         self.step_model.loss_reduction = "mean" if config.reduction == "mean" else "sum"
-        scaler = DynamicLossScaler() if config.mixed_precision == "fp16" else None
+        # float16 losses hold at most 65504, so the scale starts at 2^15 rather than PyTorch's 2^16
+        scaler = DynamicLossScaler(init_scale=2.0**15) if config.mixed_precision == "fp16" else None
         self.accumulator = Accumulator(self.step_model, steps=max(1, config.grads_accumulation),
                                        reduction=config.reduction, fusion=config.fusion,
                                        accum_dtype=config.accum_dtype, compensated=config.compensated,

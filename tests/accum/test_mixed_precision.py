@@ -93,3 +93,16 @@ def test_gemm_views_are_proven_finite_by_their_factors_or_checked(magnitude: flo
     assert acc.found_nonfinite() is overflows
     checked = {e.param for e in acc.trace.events if e.kernel == "finite_check"}
     assert checked == ({"weight"} if overflows else set())
+
+
+def test_a_scale_beyond_float16_range_skips_the_window_and_backs_off() -> None:
+    model = mlp("float16")
+    x, y = data()
+    scaler = DynamicLossScaler(init_scale=2.0**16)  # 65536 > float16's 65504
+    acc = Accumulator(model, steps=1, fusion="leaf", loss_scaler=scaler)
+    acc.backward(summed_loss(model, x[:4], y[:4], "float16"), num_items=4)
+    assert acc.found_nonfinite()
+    acc.zero()
+    assert scaler.scale == 2.0**15
+    acc.backward(summed_loss(model, x[:4], y[:4], "float16"), num_items=4)
+    assert not acc.found_nonfinite()

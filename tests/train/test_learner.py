@@ -169,3 +169,19 @@ def test_corrupt_or_missing_checkpoint_is_a_clear_error_and_keeps_the_good_one(t
     (latest / "state.json").unlink()
     with pytest.raises(CheckpointError, match=r"has no state\.json"):
         builder.build(model(), optim.SGD(0.1)).fit(DataLoader(dataset(), 10), resume=True)
+
+
+@pytest.mark.parametrize("mode, dtype", [("bf16", mta.bfloat16), ("fp16", mta.float16)])
+def test_mixed_precision_trains_16_bit_parameters_with_float32_gradients(tmp_path: Path, mode: str,
+                                                                         dtype: np.dtype) -> None:
+    net = model("float32")
+    learner = (LearnerBuilder(tmp_path).num_epochs(3).grads_accumulation(2).mixed_precision(mode).progress("none")
+               .build(net, optim.AdamW(lr=0.02)))
+    trained, history = learner.fit(DataLoader(dataset(), 10, seed=2))
+    assert all(p.dtype == dtype for p in trained.parameters())
+    assert learner.accumulator.arena.buffer.dtype == np.float32
+    first = next(name for name, _ in learner.step_model.named_parameters())  # "module.0.weight"
+    assert learner.optimizer.state[first]["master"].dtype == np.float32
+    assert (learner.accumulator.loss_scaler is not None) == (mode == "fp16")
+    losses = [r["loss"] for r in history.steps]
+    assert np.mean(losses[-3:]) < np.mean(losses[:3])
