@@ -15,7 +15,7 @@ __all__ = ["AdamScalars", "SgdScalars", "adam_scalars", "sgd_scalars"]
 
 @dataclass(frozen=True)
 class SgdScalars:
-    """Mirrors MtaSgdScalars in csrc/accum_math.cuh."""
+    """Mirrors MtaSgdScalars in csrc/accum_math.cuh; the field order is the native argument order."""
 
     lr: float
     momentum: float
@@ -28,7 +28,7 @@ class SgdScalars:
 
 @dataclass(frozen=True)
 class AdamScalars:
-    """Mirrors MtaAdamScalars in csrc/accum_math.cuh."""
+    """Mirrors MtaAdamScalars in csrc/accum_math.cuh; the field order is the native argument order."""
 
     decay: float
     weight_decay: float

@@ -9,6 +9,7 @@ csrc/accum_math.cuh, the host scalars in hyperparameters.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import astuple
 from typing import Any
 
 import numpy as np
@@ -70,18 +71,7 @@ def sgd_momentum_step(
     if device == "host":
         path = cpu_path()
         if path == "native":
-            native().sgd_momentum_step(
-                param,
-                grad,
-                momentum_buf,
-                h.lr,
-                h.momentum,
-                h.dampening_complement,
-                h.weight_decay,
-                h.grad_scale,
-                h.nesterov,
-                h.first_step,
-            )
+            native().sgd_momentum_step(param, grad, momentum_buf, *astuple(h))
             return
         if path == "reference":
             reference.sgd_momentum_step(
@@ -132,18 +122,7 @@ def multi_sgd_momentum_step(
     if device == "host":
         path = cpu_path()
         if path == "native":
-            native().multi_sgd_momentum_step(
-                params,
-                grads,
-                momentum_bufs,
-                h.lr,
-                h.momentum,
-                h.dampening_complement,
-                h.weight_decay,
-                h.grad_scale,
-                h.nesterov,
-                h.first_step,
-            )
+            native().multi_sgd_momentum_step(params, grads, momentum_bufs, *astuple(h))
             return
         if path == "reference":
             reference.multi_sgd_momentum_step(
@@ -202,23 +181,7 @@ def adamw_step(
     if device == "host":
         path = cpu_path()
         if path == "native":
-            native().adamw_step(
-                param,
-                grad,
-                exp_avg,
-                exp_avg_sq,
-                h.decay,
-                h.weight_decay,
-                h.beta1,
-                h.beta1_complement,
-                h.beta2,
-                h.beta2_complement,
-                h.step_size,
-                h.bias_correction2_sqrt,
-                h.eps,
-                h.grad_scale,
-                h.decoupled,
-            )
+            native().adamw_step(param, grad, exp_avg, exp_avg_sq, *astuple(h))
             return
         if path == "reference":
             reference.adamw_step(
@@ -274,23 +237,7 @@ def multi_adamw_step(
     if device == "host":
         path = cpu_path()
         if path == "native":
-            native().multi_adamw_step(
-                params,
-                grads,
-                exp_avgs,
-                exp_avg_sqs,
-                h.decay,
-                h.weight_decay,
-                h.beta1,
-                h.beta1_complement,
-                h.beta2,
-                h.beta2_complement,
-                h.step_size,
-                h.bias_correction2_sqrt,
-                h.eps,
-                h.grad_scale,
-                h.decoupled,
-            )
+            native().multi_adamw_step(params, grads, exp_avgs, exp_avg_sqs, *astuple(h))
             return
         if path == "reference":
             reference.multi_adamw_step(
