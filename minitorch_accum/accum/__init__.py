@@ -3,7 +3,9 @@ loss scaling, memory accounting and the kernel trace."""
 
 from minitorch_accum.accum.accumulator import FUSIONS, Accumulator
 from minitorch_accum.accum.arena import GradArena
-from minitorch_accum.accum.gradients_accumulator import GradientsAccumulator
+from minitorch_accum.accum.arena_store import ArenaStore
+from minitorch_accum.accum.container_store import ContainerStore, GradientsAccumulator
+from minitorch_accum.accum.gradient_store import ForeignParameterError, GradientStore
 from minitorch_accum.accum.loss_scaler import DynamicLossScaler, ScaleEvent
 from minitorch_accum.accum.memory import MemoryReport, PeakMemory
 from minitorch_accum.accum.reduction import REDUCTIONS, window_scale
@@ -14,8 +16,12 @@ __all__ = [
     "REDUCTIONS",
     "AccumulationTrace",
     "Accumulator",
+    "ArenaStore",
+    "ContainerStore",
     "DynamicLossScaler",
+    "ForeignParameterError",
     "GradArena",
+    "GradientStore",
     "GradientsAccumulator",
     "KernelEvent",
     "MemoryReport",

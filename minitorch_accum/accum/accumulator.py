@@ -15,23 +15,21 @@ scale applied at the end, by the optimizer's fused kernel or by ``grads()``.
 from __future__ import annotations
 
 import contextlib
-import math
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from minitorch_accum import kernels
 from minitorch_accum.accum.arena import GradArena
-from minitorch_accum.accum.gradients_accumulator import GradientsAccumulator
+from minitorch_accum.accum.arena_store import ArenaStore
+from minitorch_accum.accum.container_store import ContainerStore
+from minitorch_accum.accum.gradient_store import GradientStore
 from minitorch_accum.accum.loss_scaler import DynamicLossScaler
 from minitorch_accum.accum.memory import MemoryReport, PeakMemory, array_bytes
 from minitorch_accum.accum.reduction import check_reduction, window_scale
-from minitorch_accum.accum.sink import ArenaSink
-from minitorch_accum.accum.trace import AccumulationTrace, KernelEvent, kernel_bytes
-from minitorch_accum.autodiff import Gradients, Tensor, run_backward
-from minitorch_accum.nn import Module, Param
+from minitorch_accum.accum.trace import AccumulationTrace, KernelEvent
+from minitorch_accum.autodiff import Gradients, Tensor
+from minitorch_accum.nn import Module
 from minitorch_accum.optim import GradientWindow
 
 __all__ = ["FUSIONS", "Accumulator"]
@@ -62,6 +60,10 @@ class Accumulator:
         compensated: Neumaier-compensated accumulation with a second arena.
         loss_scaler: a DynamicLossScaler for 16-bit training (optional).
         trace: record every kernel in ``self.trace``.
+
+    The gradients themselves live in ``self.store`` (an ArenaStore, or a ContainerStore
+    for ``fusion="none"``); the Accumulator keeps the window: how many micro-batches and
+    items it holds, how it is normalized, and whether it may step.
     """
 
     def __init__(self, model: Module, steps: int, reduction: str = "items", fusion: str = "gemm",
@@ -81,16 +83,14 @@ class Accumulator:
         self.loss_scaler = loss_scaler
         self.trace: AccumulationTrace | None = AccumulationTrace() if trace else None
         named = list(model.named_parameters())
-        self._names = {id(p): n for n, p in named}
-        self._params = [p for _, p in named]
-        if fusion == "none":
-            self.arena: GradArena | None = None
-            self.container = GradientsAccumulator()
-        else:
-            self.arena = GradArena(named, accum_dtype)
-        self.compensation = self.arena.like() if compensated and self.arena is not None else None
-        self.flag = kernels.new_flag(self.arena.buffers[next(iter(self.arena.buffers))]
-                                     if self.arena is not None else self._params[0].data)
+        if not named:
+            raise ValueError("Accumulator: the model has no parameters")
+        self._first_param = named[0][1]
+        recorder = self._record if trace else None
+        self.store: GradientStore = (
+            ContainerStore(named, recorder) if fusion == "none"
+            else ArenaStore(named, accum_dtype, compensated=compensated, fuse_gemm=fusion == "gemm",
+                            recorder=recorder))
         self.window_index = 0
         self.skipped_windows: list[int] = []
         self.activation_peaks: list[int] = []
@@ -99,14 +99,16 @@ class Accumulator:
     def _reset_window(self) -> None:
         self._micro_step = 0
         self._items = 0
-        self._written: set[int] = set()
-        self._gemm_bound: dict[int, float] = {}  # param id -> bound on |entries| of its GEMM-written view
-        self._finalized = False
+        self._closed = False
         self._pending_scale: float | None = None
         self._nonfinite: bool | None = None
-        self._window: Gradients | None = None
 
     # ------------------------------------------------------------ window state
+    @property
+    def arena(self) -> GradArena | None:
+        """The persistent gradient arena (None on Burn's container path, ``fusion="none"``)."""
+        return getattr(self.store, "arena", None)
+
     @property
     def micro_step(self) -> int:
         """Micro-batches accumulated in the current window."""
@@ -129,7 +131,12 @@ class Accumulator:
         self.steps = _check_steps(steps)
 
     def device(self) -> Any:
-        return self._params[0].device
+        return self._first_param.device
+
+    def _check_whole(self, what: str) -> None:
+        if self.store.poisoned:
+            raise RuntimeError(f"{what}: a backward() of this window failed halfway, so its gradients are not "
+                               "sums of whole micro-batches; call acc.zero() to discard the window")
 
     # --------------------------------------------------------------- backward
     def backward(self, loss: Tensor, num_items: int | None = None) -> None:
@@ -138,7 +145,8 @@ class Accumulator:
         With ``reduction="items"`` the loss must be summed over the micro-batch's items
         and ``num_items`` must say how many there were.
         """
-        if self._finalized:
+        self._check_whole("backward")
+        if self._closed:
             raise RuntimeError("backward: this window was closed by grads()/an optimizer step; call acc.zero() first")
         if self._micro_step >= self.steps:
             raise RuntimeError(f"backward: the window already holds steps={self.steps} micro-batches; "
@@ -161,32 +169,9 @@ class Accumulator:
             with np.errstate(over="ignore"):
                 seed = loss._backend.xp.full(loss.data.shape, factor, dtype=loss.dtype)
             scale = 1.0 / factor
-        if self.fusion == "none":
-            self._backward_containers(loss, seed, scale)
-        else:
-            run_backward(loss, seed, sink=ArenaSink(self, scale))
+        self.store.micro_batch(loss, seed, scale)
         self._micro_step += 1
         self._items += int(num_items or 0)
-
-    def _backward_containers(self, loss: Tensor, seed: Any, scale: float) -> None:
-        grads = run_backward(loss, seed)
-        assert grads is not None
-        if scale != 1.0:
-            for param, grad in grads.items():
-                grads.set(param, grad * grad.dtype.type(scale))
-        before = self.container.peek()
-        start = time.perf_counter()
-        self.container.accumulate(self.model, grads)
-        if self.trace is not None:
-            seconds = time.perf_counter() - start
-            total = sum(p.size for p in self._params if p in grads) or 1
-            for param, grad in grads.items():
-                if id(param) not in self._names:
-                    continue
-                kind = "container-add" if before is not None and param in before else "container-store"
-                self._record(param, kind, grad.size,
-                             kernel_bytes(kind, grad.size, grad.dtype.itemsize, grad.dtype.itemsize),
-                             seconds * grad.size / total, True)
 
     @contextlib.contextmanager
     def micro_batch(self) -> Iterator[PeakMemory]:
@@ -201,213 +186,116 @@ class Accumulator:
         self.activation_peaks.append(probe.peak_bytes)
 
     # ----------------------------------------------------------- window end
-    def _views(self) -> list[tuple[Param, Any]]:
-        """(param, arena view) for every parameter written in this window, in model order."""
-        assert self.arena is not None
-        return [(p, self.arena.view(p)) for p in self._params if id(p) in self._written]
-
-    def _finalize(self) -> None:
-        """Close the window: fold compensation terms, settle the non-finite check, fix the scale."""
-        if self._finalized:
-            return
-        scale = window_scale(self.reduction, self._micro_step, self._items)
-        if self.fusion == "none":
-            self._window = self.container.grads()
-        elif self.compensation is not None:
-            views = self._views()
-            comps = [self.compensation.view(p) for p, _ in views]
-            start = time.perf_counter()
-            kernels.multi_add_scale([v for _, v in views], comps, 1.0)
-            self._record_window_pass("fold_compensation", views, start)
-        self._pending_scale = scale
-        self._finalized = True
+    def _close(self) -> float:
+        """Close the window (no more micro-batches) and return the factor that normalizes it."""
+        self._check_whole("the optimizer step")
+        if not self._closed:
+            self._pending_scale = window_scale(self.reduction, self._micro_step, self._items)
+            self.store.close()
+            self._closed = True
+        assert self._pending_scale is not None
+        return self._pending_scale
 
     def found_nonfinite(self) -> bool:
         """True when any gradient of this window was inf or nan (the step must be skipped).
 
         Closes the window, since the answer must cover every micro-batch of it."""
         if self._nonfinite is None:
-            self._finalize()
-            flagged = bool(int(self.flag[0]))
-            if not flagged:
-                # containers carry no flag, and GEMM-written views whose factor bound could not
-                # rule out an overflow need a look; inf and nan are sticky under addition, so one
-                # check of the summed arrays sees any micro-batch's
-                if self.fusion == "none":
-                    checked = list(self._window.items())
-                else:
-                    checked = [(p, v) for p, v in self._views() if not self._gemm_bound_is_safe(p, v)]
-                if checked:
-                    start = time.perf_counter()
-                    flagged = not math.isfinite(kernels.multi_l2_norm([a for _, a in checked]))
-                    self._record_window_pass("finite_check", checked, start)
-            self._nonfinite = flagged
+            self._close()
+            self._nonfinite = not self.store.finite_check()
         return self._nonfinite
-
-    def _gemm_bound_is_safe(self, param: Param, view: Any) -> bool:
-        """True unless a GEMM wrote this view and its running bound could reach the dtype's maximum."""
-        bound = self._gemm_bound.get(id(param))
-        return bound is None or bound < float(np.finfo(view.dtype).max) / 4
 
     def gradient_window(self) -> GradientWindow:
         """The window for an optimizer: raw sums plus the one factor that normalizes them."""
-        self._finalize()
+        scale = self._close()
         skip = self.found_nonfinite()
-        assert self._pending_scale is not None
-        if self.fusion == "none":
-            arrays = {id(p): g for p, g in self._window.items()}
-        else:
-            arrays = {id(p): v for p, v in self._views()}
-        return GradientWindow(arrays, grad_scale=self._pending_scale, skip=skip)
+        return GradientWindow({id(p): g for p, g in self.store.views()}, grad_scale=scale, skip=skip)
 
     def grads(self) -> Gradients:
-        """The window's normalized gradients, as views into the arena (scaled in place).
+        """The window's normalized gradients, as views into the store (scaled in place).
 
         Closes the window: call ``zero()`` before the next micro-batch."""
-        self._finalize()
-        assert self._pending_scale is not None
-        if self.fusion == "none":
-            window = self._window
-            if self._pending_scale != 1.0:
-                for _, grad in window.items():
-                    grad *= grad.dtype.type(self._pending_scale)
+        scale = self._close()
+        if scale != 1.0:
+            self.store.scale_in_place(scale)
             self._pending_scale = 1.0
-            return Gradients({id(p): (p, g) for p, g in window.items()})
-        views = self._views()
-        if self._pending_scale != 1.0:
-            start = time.perf_counter()
-            for buffer in self.arena.buffers.values():  # one pass over each flat buffer
-                buffer *= buffer.dtype.type(self._pending_scale)
-            self._record_window_pass("scale", views, start)
-            self._pending_scale = 1.0
-        return Gradients({id(p): (p, v) for p, v in views})
+        return Gradients({id(p): (p, g) for p, g in self.store.views()})
 
     def grad_norm(self) -> float:
         """Global L2 norm of the window's normalized gradient (one multi-tensor norm)."""
-        self._finalize()
-        assert self._pending_scale is not None
-        arrays = list(self._window.values()) if self.fusion == "none" else [v for _, v in self._views()]
-        raw = kernels.multi_l2_norm(arrays) if arrays else 0.0
-        return raw * abs(self._pending_scale)
+        scale = self._close()
+        return self.store.norm() * abs(scale)
 
     def scale_window(self, factor: float) -> None:
         """Multiply the window's gradient by ``factor`` (clipping), folded into the final scale."""
-        self._finalize()
-        assert self._pending_scale is not None
-        self._pending_scale *= factor
+        self._pending_scale = self._close() * factor
 
     def zero(self) -> None:
         """Start a new window. No memset: the next write to each view copies instead of adds."""
-        if self._micro_step:
+        if self._micro_step and not self.store.poisoned:
             nonfinite = self.found_nonfinite()
             if nonfinite:
                 self.skipped_windows.append(self.window_index)
             if self.loss_scaler is not None:
                 self.loss_scaler.update(nonfinite, self.window_index)
-        self.flag[0] = 0
-        if self.fusion == "none":
-            self.container.grads()
+        self.store.reset()
         self.window_index += 1
         self._reset_window()
 
     # ------------------------------------------------------------ reporting
-    def _record(self, param: Param, kernel: str, elements: int, nbytes: int, seconds: float,
-                materialized: bool) -> None:
+    def _record(self, param: str, kernel: str, elements: int, nbytes: int, seconds: float, *,
+                materialized: bool, window_pass: bool) -> None:
         assert self.trace is not None
-        self.trace.record(KernelEvent(self.window_index, self._micro_step, self._names[id(param)], kernel,
+        self.trace.record(KernelEvent(self.window_index, -1 if window_pass else self._micro_step, param, kernel,
                                       int(elements), int(nbytes), seconds, materialized))
 
-    def _record_window_pass(self, kernel: str, views: list[tuple[Param, Any]], start: float) -> None:
-        if self.trace is None:
-            return
-        seconds = time.perf_counter() - start
-        total = sum(v.size for _, v in views) or 1
-        for param, view in views:
-            self.trace.record(KernelEvent(self.window_index, -1, self._names[id(param)], kernel, view.size,
-                                          kernel_bytes(kernel, view.size, view.dtype.itemsize, view.dtype.itemsize),
-                                          seconds * view.size / total, False))
-
     def memory_report(self, optimizer: Any = None) -> MemoryReport:
-        """Parameters, arena, optimizer state and the last micro-batch's activation peak, in bytes."""
-        arena = 0 if self.arena is None else self.arena.nbytes
-        if self.compensation is not None:
-            arena += self.compensation.nbytes
-        state = array_bytes(getattr(optimizer, "state", {}))
+        """Parameters, gradient store, optimizer state and the last micro-batch's activation peak, in bytes."""
         return MemoryReport(
-            parameters=sum(int(p.data.nbytes) for p in self._params),
-            arena=arena,
-            optimizer_state=state,
+            parameters=sum(int(p.data.nbytes) for p in self.model.parameters()),
+            arena=self.store.nbytes,
+            optimizer_state=array_bytes(getattr(optimizer, "state", {})),
             activations=self.activation_peaks[-1] if self.activation_peaks else 0,
         )
 
     # ----------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume mid-window: counters, which views hold data, the
-        non-finite flag, the loss scale, and the buffers (or containers) themselves."""
-        if self._finalized:
+        """Everything needed to resume mid-window: the window's counters and loss scale,
+        and the store's sums and facts."""
+        if self._closed:
             raise RuntimeError("state_dict: the window is closed; save before grads()/the step, or after zero()")
-        names = self._names
-        state: dict[str, Any] = {
-            "meta": {
-                "steps": self.steps, "reduction": self.reduction, "fusion": self.fusion,
-                "micro_step": self._micro_step, "items": self._items, "window_index": self.window_index,
-                "written": [names[i] for i in sorted(self._written, key=self._order)],
-                "gemm_bound": {names[i]: bound for i, bound in self._gemm_bound.items()},
-                "flag": int(self.flag[0]),
-                "skipped_windows": list(self.skipped_windows),
-                "loss_scaler": None if self.loss_scaler is None else self.loss_scaler.state_dict(),
-            },
-            "arrays": {},
+        self._check_whole("state_dict")
+        meta = {
+            "steps": self.steps, "reduction": self.reduction, "fusion": self.fusion,
+            "micro_step": self._micro_step, "items": self._items, "window_index": self.window_index,
+            "skipped_windows": list(self.skipped_windows),
+            "loss_scaler": None if self.loss_scaler is None else self.loss_scaler.state_dict(),
+            "store": self.store.state_meta(),
         }
-        if self.arena is not None:
-            state["arrays"].update({f"arena.{k}": v for k, v in self.arena.state_arrays().items()})
-            if self.compensation is not None:
-                state["arrays"].update({f"compensation.{k}": v for k, v in self.compensation.state_arrays().items()})
-        else:
-            partial = self.container.peek() or Gradients()
-            state["arrays"].update({f"grad.{names[id(p)]}": np.array(p._backend.to_host(g), copy=True)
-                                    for p, g in partial.items()})
-        return state
-
-    def _order(self, param_id: int) -> int:
-        return next(i for i, p in enumerate(self._params) if id(p) == param_id)
+        return {"meta": meta, "arrays": self.store.state_arrays()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()`` output into this accumulator (same model layout)."""
-        meta, arrays = state["meta"], state["arrays"]
-        if meta["fusion"] != self.fusion or (meta["fusion"] == "none") != (self.arena is None):
-            raise ValueError(f"accumulator state was saved with fusion={meta['fusion']!r}, this one uses "
-                             f"{self.fusion!r}")
-        by_name = {n: p for p, n in ((p, self._names[id(p)]) for p in self._params)}
-        unknown = [n for n in meta["written"] if n not in by_name]
-        if unknown:
-            raise ValueError(f"accumulator state names unknown parameters: {', '.join(unknown)}")
-        if self.arena is not None:
-            self.arena.load_state_arrays({k[6:]: v for k, v in arrays.items() if k.startswith("arena.")})
-            if self.compensation is not None:
-                self.compensation.load_state_arrays(
-                    {k[13:]: v for k, v in arrays.items() if k.startswith("compensation.")})
-        self._reset_window()
-        if self.arena is None:
-            partial = Gradients()
-            for key, value in arrays.items():
-                param = by_name[key[5:]]
-                partial.set(param, param._backend.asarray(value))
-            self.container = GradientsAccumulator()
-            if len(partial):
-                self.container.accumulate(self.model, partial)
-        self.steps = int(meta["steps"])
-        self.reduction = meta["reduction"]
-        self._micro_step = int(meta["micro_step"])
-        self._items = int(meta["items"])
-        self.window_index = int(meta["window_index"])
-        self._written = {id(by_name[n]) for n in meta["written"]}
-        self._gemm_bound = {id(by_name[n]): float(bound) for n, bound in meta["gemm_bound"].items()}
-        self.flag[0] = int(meta["flag"])
-        self.skipped_windows = list(meta.get("skipped_windows", []))
-        if self.loss_scaler is not None and meta.get("loss_scaler"):
-            self.loss_scaler.load_state_dict(meta["loss_scaler"])
+        try:
+            meta, arrays = state["meta"], state["arrays"]
+            saved_fusion = meta["fusion"]
+            if (saved_fusion == "none") != (self.fusion == "none"):
+                raise ValueError(f"accumulator state was saved with fusion={saved_fusion!r}, this one uses "
+                                 f"{self.fusion!r}")
+            self.store.load(meta["store"], arrays)
+            self._reset_window()
+            self.steps = _check_steps(meta["steps"])
+            self.reduction = check_reduction(meta["reduction"])
+            self._micro_step = int(meta["micro_step"])
+            self._items = int(meta["items"])
+            self.window_index = int(meta["window_index"])
+            self.skipped_windows = [int(w) for w in meta["skipped_windows"]]
+            if self.loss_scaler is not None and meta["loss_scaler"]:
+                self.loss_scaler.load_state_dict(meta["loss_scaler"])
+        except KeyError as missing:
+            raise ValueError(f"accumulator state is incomplete: it has no {missing}") from None
 
     def __repr__(self) -> str:
         return (f"Accumulator(steps={self.steps}, reduction={self.reduction!r}, fusion={self.fusion!r}, "
-                f"micro_step={self._micro_step}, items_seen={self._items}, arena={self.arena!r})")
+                f"micro_step={self._micro_step}, items_seen={self._items}, store={type(self.store).__name__}, "
+                f"{self.store.nbytes} bytes)")

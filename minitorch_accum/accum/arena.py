@@ -108,9 +108,6 @@ class GradArena:
     def __contains__(self, param: object) -> bool:
         return id(param) in self._views
 
-    def dtype_of(self, param: Param) -> np.dtype:
-        return self._slots[id(param)].dtype
-
     @property
     def nbytes(self) -> int:
         return sum(int(b.nbytes) for b in self.buffers.values())

@@ -13,9 +13,9 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["AccumulationTrace", "KernelEvent", "kernel_bytes"]
+__all__ = ["AccumulationTrace", "KernelEvent", "KernelRecorder", "kernel_bytes", "record_window_pass"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,23 @@ def kernel_bytes(kernel: str, elements: int, acc_itemsize: int, grad_itemsize: i
         "finite_check": acc_itemsize,
     }[kernel]
     return per_element * elements
+
+
+class KernelRecorder(Protocol):
+    """What a gradient store calls for every kernel that writes or reads the window's gradients;
+    the Accumulator adds the window and micro-batch numbers."""
+
+    def __call__(self, param: str, kernel: str, elements: int, nbytes: int, seconds: float, *,
+                 materialized: bool, window_pass: bool) -> None: ...
+
+
+def record_window_pass(recorder: KernelRecorder, kernel: str, arrays: list[tuple[str, Any]], seconds: float) -> None:
+    """One pass over the window's gradients, recorded per parameter with its share of the time."""
+    total = sum(a.size for _, a in arrays) or 1
+    for name, array in arrays:
+        size = array.dtype.itemsize
+        recorder(name, kernel, array.size, kernel_bytes(kernel, array.size, size, size), seconds * array.size / total,
+                 materialized=False, window_pass=True)
 
 
 class AccumulationTrace:

@@ -205,14 +205,10 @@ class Learner:
 
         params = self.step_model.parameters()
         param_bytes = sum(int(p.data.nbytes) for p in params)
-        if acc.arena is not None:
-            gradient_bytes = acc.arena.nbytes * (2 if config.compensated else 1)
-        else:
-            gradient_bytes = param_bytes  # the Burn path keeps one container of gradients
         # float32 optimizer state: SGD keeps a momentum buffer (if any), Adam(W) two moments
         state_slots = (1 if getattr(self.optimizer, "momentum", 0) else 0) \
             if type(self.optimizer).__name__ == "SGD" else 2
-        persistent = param_bytes + gradient_bytes + state_slots * sum(p.size * 4 for p in params)
+        persistent = param_bytes + acc.store.nbytes + state_slots * sum(p.size * 4 for p in params)
         plan = plan_micro_batch(config.memory_budget, effective, persistent, measure)
         self.history.memory_plan = plan
         config.grads_accumulation = plan.steps

@@ -131,3 +131,64 @@ def test_unused_parameters_get_no_gradient_and_keep_no_stale_values() -> None:
     acc.backward(summed_loss(model, x[:4], y[:4], "float64"), num_items=4)
     grads = acc.grads()
     assert model.a.weight in grads and model.b.weight not in grads
+
+
+@pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
+def test_loss_of_another_model_is_an_error_and_counts_nothing(fusion: str) -> None:
+    model, other = mlp(seed=0), mlp(seed=1)
+    x, y = data()
+    acc = Accumulator(model, steps=4, fusion=fusion)
+    acc.backward(summed_loss(model, x[:3], y[:3], "float64"), num_items=3)
+    with pytest.raises(ValueError, match=r"not part of this accumulator's model"):
+        acc.backward(summed_loss(other, x[3:6], y[3:6], "float64"), num_items=3)
+    assert (acc.micro_step, acc.items_seen) == (1, 3)  # the failed micro-batch was not counted
+
+
+@pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
+@pytest.mark.parametrize("foreign_first", [True, False], ids=["foreign-reached-first", "model-reached-first"])
+def test_two_models_in_one_loss_is_an_error(fusion: str, foreign_first: bool) -> None:
+    import minitorch_accum as mta
+    from minitorch_accum.nn import functional as F
+
+    model = mlp(seed=0)
+    foreign = nn.Linear(3, 3, dtype="float64") if foreign_first else nn.Linear(5, 5, dtype="float64")
+    x, y = data()
+
+    def loss_of(rows: slice) -> mta.Tensor:
+        inputs = mta.tensor(x[rows], dtype="float64")
+        # backward meets the layer nearest the loss first
+        logits = foreign(model(inputs)) if foreign_first else model(foreign(inputs))
+        return F.cross_entropy(logits, y[rows], reduction="sum")
+
+    acc = Accumulator(model, steps=2, fusion=fusion)
+    with pytest.raises(ValueError, match=r"that is not part of this accumulator's model"):
+        acc.backward(loss_of(slice(0, 3)), num_items=3)
+    assert acc.micro_step == 0
+    if fusion == "none" or foreign_first:
+        # nothing was written before the foreign parameter was met: the window is whole and usable
+        acc.backward(summed_loss(model, x[:3], y[:3], "float64"), num_items=3)
+        assert acc.micro_step == 1
+        acc.zero()
+        return
+    # part of the micro-batch is in the arena: nothing may step on it until zero()
+    for call in (lambda: acc.backward(summed_loss(model, x[:3], y[:3], "float64"), num_items=3),
+                 acc.grads, acc.gradient_window, acc.state_dict, lambda: optim.SGD(0.1).step(model, acc)):
+        with pytest.raises(RuntimeError, match="failed halfway"):
+            call()
+    acc.zero()
+    acc.backward(summed_loss(model, x[:3], y[:3], "float64"), num_items=3)
+    expected = summed_loss(model, x[:3], y[:3], "float64").backward()
+    got = acc.grads()
+    for p in model.parameters():
+        np.testing.assert_allclose(got[p], np.asarray(expected[p]) / 3, rtol=1e-12)
+
+
+def test_loss_without_any_model_parameter_is_an_error() -> None:
+    import minitorch_accum as mta
+
+    model = mlp()
+    acc = Accumulator(model, steps=2)
+    free = mta.tensor([1.0, 2.0], dtype="float64", requires_grad=True)
+    with pytest.raises(ValueError, match="does not depend on any parameter"):
+        acc.backward((free * free).sum(), num_items=2)
+    assert acc.micro_step == 0

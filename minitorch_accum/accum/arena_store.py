@@ -1,0 +1,237 @@
+"""ArenaStore: where a window's gradients land when they accumulate in a persistent arena.
+
+It is the autodiff engine's leaf sink for every micro-batch of the window:
+
+- ``fusion="leaf"``: each gradient contribution goes straight into the parameter's
+  arena view through a fused kernel: ``copy_scale`` for the first write of the window
+  (no zeroing pass ever runs), ``add_scale`` after it (``cast_add_scale`` for 16-bit
+  gradients; the Neumaier pair when compensated);
+- ``fusion="gemm"``: in addition, a matmul's weight gradient arrives as the two factors
+  of a GEMM, which writes into the view itself with beta = 1 (beta = 0 for the first
+  write), so that gradient never exists as a separate array.
+
+The store owns everything about the gradients themselves: the arena, the compensation
+arena, which views hold data this window, the bounds that prove GEMM-written views
+finite, and the non-finite flag the kernels raise. The window around it (counts,
+items, normalization, loss scale) is the Accumulator's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from minitorch_accum import kernels
+from minitorch_accum.accum.arena import GradArena
+from minitorch_accum.accum.gradient_store import ForeignParameterError, check_touched, split_state_key
+from minitorch_accum.accum.trace import KernelRecorder, kernel_bytes, record_window_pass
+from minitorch_accum.autodiff import Tensor, run_backward
+from minitorch_accum.backend import is_low_precision
+from minitorch_accum.nn import Param
+
+__all__ = ["ArenaStore"]
+
+
+class ArenaStore:
+    """A window's gradient sums in flat, aligned buffers; also the leaf sink of backward.
+
+    Args:
+        named: ``(name, Param)`` pairs of the model, in model order.
+        accum_dtype: ``"float32"`` or ``"float64"`` (16-bit gradients sum in float32).
+        compensated: keep Neumaier compensation terms in a second arena.
+        fuse_gemm: let matmul weight gradients be written by the GEMM itself.
+        recorder: called for every kernel that writes the arena (tracing).
+    """
+
+    def __init__(self, named: Sequence[tuple[str, Param]], accum_dtype: Any = "float32", *,
+                 compensated: bool = False, fuse_gemm: bool = True, recorder: KernelRecorder | None = None) -> None:
+        self.arena = GradArena(named, accum_dtype)
+        self.compensation: GradArena | None = self.arena.like() if compensated else None
+        self.flag = kernels.new_flag(next(iter(self.arena.buffers.values())))
+        # the Neumaier pair needs each contribution as an array, so compensation turns GEMM fusion off
+        self.fuses_gemm = fuse_gemm and not compensated
+        self._names = {id(p): n for n, p in named}
+        self._params = [p for _, p in named]
+        self._recorder = recorder
+        self._scale = 1.0
+        self._touched = False
+        self.reset()
+
+    def reset(self) -> None:
+        """A new window: nothing written yet (the next write to each view copies), flag clear."""
+        self._written: set[int] = set()
+        self._gemm_bound: dict[int, float] = {}  # param id -> bound on |entries| of its GEMM-written view
+        self._folded = False
+        self.poisoned = False
+        self.flag[0] = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the store keeps for the window: the arena and its compensation twin."""
+        return self.arena.nbytes + (0 if self.compensation is None else self.compensation.nbytes)
+
+    def micro_batch(self, loss: Tensor, seed: Any, scale: float) -> None:
+        """Backpropagate one micro-batch, every leaf gradient times ``scale`` going into the arena."""
+        self._scale = scale
+        self._touched = False
+        try:
+            run_backward(loss, seed, sink=self)
+        except BaseException:
+            # some views may hold part of this micro-batch: the sums are no longer whole
+            self.poisoned = self.poisoned or self._touched
+            raise
+        check_touched(self._touched)
+
+    # ------------------------------------------------- the engine's LeafSink protocol
+    def accepts(self, leaf: Any) -> bool:
+        if leaf in self.arena:
+            return True
+        if isinstance(leaf, Param):
+            raise ForeignParameterError(leaf.shape, window_intact=False)
+        return False  # an input that requires grad: its gradient is nobody's business here
+
+    def add(self, leaf: Param, grad: Any) -> None:
+        view = self.arena.view(leaf)
+        if not grad.flags.c_contiguous:
+            grad = leaf._backend.xp.ascontiguousarray(grad)
+        first = id(leaf) not in self._written
+        start = time.perf_counter() if self._recorder is not None else 0.0
+        if self.compensation is not None:
+            comp = self.compensation.view(leaf)
+            write = kernels.copy_scale_compensated if first else kernels.add_scale_compensated
+            write(view, comp, grad, self._scale, flag=self.flag)
+            name = "copy_scale_compensated" if first else "add_scale_compensated"
+        elif first:
+            kernels.copy_scale(view, grad, self._scale, flag=self.flag)
+            name = "cast_copy_scale" if is_low_precision(grad.dtype) else "copy_scale"
+        elif is_low_precision(grad.dtype):
+            kernels.cast_add_scale(view, grad, self._scale, flag=self.flag)
+            name = "cast_add_scale"
+        else:
+            kernels.add_scale(view, grad, self._scale, flag=self.flag)
+            name = "add_scale"
+        self._written.add(id(leaf))
+        self._touched = True
+        if self._recorder is not None:
+            leaf._backend.synchronize()
+            self._recorder(self._names[id(leaf)], name, view.size,
+                           kernel_bytes(name, view.size, view.dtype.itemsize, grad.dtype.itemsize),
+                           time.perf_counter() - start, materialized=True, window_pass=False)
+
+    def add_product(self, leaf: Param, a: Any, b: Any) -> None:
+        view = self.arena.view(leaf)
+        first = id(leaf) not in self._written
+        start = time.perf_counter() if self._recorder is not None else 0.0
+        fused = leaf._backend.gemm_into(a, b, view, alpha=self._scale, beta=0.0 if first else 1.0)
+        self._written.add(id(leaf))
+        self._touched = True
+        # A GEMM has no fused non-finite flag. Every entry of alpha a @ b, and every partial
+        # sum of it, is at most |alpha| ||a||_F ||b||_F (Cauchy-Schwarz), so a running sum of
+        # that bound that stays far below the dtype's maximum proves the view finite without
+        # reading it; the norms read only the factors (N (in + out) elements, not in x out).
+        bound = abs(self._scale) * _frobenius(a) * _frobenius(b)
+        self._gemm_bound[id(leaf)] = self._gemm_bound.get(id(leaf), 0.0) + bound
+        if self._recorder is not None:
+            leaf._backend.synchronize()
+            name = ("gemm-beta0" if first else "gemm-beta1") if fused else "gemm-fallback"
+            factor_bytes = (a.size + b.size) * np.dtype(a.dtype).itemsize
+            traffic = 2 * factor_bytes + view.nbytes * (1 if first else 2)  # the GEMM, then the norms
+            self._recorder(self._names[id(leaf)], name, view.size, traffic, time.perf_counter() - start,
+                           materialized=not fused, window_pass=False)
+
+    # ------------------------------------------------------------- the window's end
+    def views(self) -> list[tuple[Param, Any]]:
+        """(param, arena view) for every parameter written in this window, in model order."""
+        return [(p, self.arena.view(p)) for p in self._params if id(p) in self._written]
+
+    def close(self) -> None:
+        """Fold the compensation terms into the sums (once per window)."""
+        if self.compensation is None or self._folded:
+            return
+        views = self.views()
+        start = time.perf_counter()
+        kernels.multi_add_scale([v for _, v in views], [self.compensation.view(p) for p, _ in views], 1.0)
+        self._record_pass("fold_compensation", views, start)
+        self._folded = True
+
+    def finite_check(self) -> bool:
+        """True when every gradient written this window is finite.
+
+        The kernels' flag covers what they wrote; a GEMM-written view whose running bound
+        cannot rule out an overflow is read once (inf and nan are sticky under addition, so
+        one look at the sum sees any micro-batch's)."""
+        if int(self.flag[0]):
+            return False
+        unproven = [(p, v) for p, v in self.views() if not self._bound_is_safe(p, v)]
+        if not unproven:
+            return True
+        start = time.perf_counter()
+        finite = math.isfinite(kernels.multi_l2_norm([v for _, v in unproven]))
+        self._record_pass("finite_check", unproven, start)
+        return finite
+
+    def _bound_is_safe(self, param: Param, view: Any) -> bool:
+        bound = self._gemm_bound.get(id(param))
+        return bound is None or bound < float(np.finfo(view.dtype).max) / 4
+
+    def scale_in_place(self, factor: float) -> None:
+        """Multiply the window's sums by ``factor``: one pass over each flat buffer."""
+        start = time.perf_counter()
+        for buffer in self.arena.buffers.values():
+            buffer *= buffer.dtype.type(factor)
+        self._record_pass("scale", self.views(), start)
+
+    def norm(self) -> float:
+        """The global L2 norm of the sums as they are (one multi-tensor norm)."""
+        arrays = [v for _, v in self.views()]
+        return kernels.multi_l2_norm(arrays) if arrays else 0.0
+
+    def _record_pass(self, kernel: str, views: list[tuple[Param, Any]], start: float) -> None:
+        if self._recorder is not None:
+            record_window_pass(self._recorder, kernel, [(self._names[id(p)], v) for p, v in views],
+                               time.perf_counter() - start)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_meta(self) -> dict[str, Any]:
+        """Which views hold data, their GEMM bounds and the flag, by parameter name."""
+        return {
+            "written": [self._names[id(p)] for p, _ in self.views()],
+            "gemm_bound": {self._names[i]: bound for i, bound in self._gemm_bound.items()},
+            "flag": int(self.flag[0]),
+        }
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The flat buffers as host arrays, keyed ``arena/<dtype>`` and ``compensation/<dtype>``."""
+        arrays = {f"arena/{k}": v for k, v in self.arena.state_arrays().items()}
+        if self.compensation is not None:
+            arrays.update({f"compensation/{k}": v for k, v in self.compensation.state_arrays().items()})
+        return arrays
+
+    def load(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Restore ``state_meta()``/``state_arrays()`` output (the same model layout)."""
+        by_name = {n: p for p, n in ((p, self._names[id(p)]) for p in self._params)}
+        unknown = [n for n in [*meta["written"], *meta["gemm_bound"]] if n not in by_name]
+        if unknown:
+            raise ValueError(f"accumulator state names unknown parameters: {', '.join(sorted(set(unknown)))}")
+        groups: dict[str, dict[str, np.ndarray]] = {"arena": {}, "compensation": {}}
+        for key, value in arrays.items():
+            role, dtype = split_state_key(key, groups)
+            groups[role][dtype] = value
+        self.arena.load_state_arrays(groups["arena"])
+        if self.compensation is not None:
+            self.compensation.load_state_arrays(groups["compensation"])
+        self.reset()
+        self._written = {id(by_name[n]) for n in meta["written"]}
+        self._gemm_bound = {id(by_name[n]): float(b) for n, b in meta["gemm_bound"].items()}
+        self.flag[0] = int(meta["flag"])
+
+
+def _frobenius(matrix: Any) -> float:
+    """||matrix||_F through the norm kernel; inf or nan when any entry is."""
+    if not matrix.flags.c_contiguous:
+        matrix = matrix.T if matrix.T.flags.c_contiguous else matrix.copy()
+    return kernels.l2_norm(matrix)
