@@ -81,16 +81,14 @@ class Accumulator:
         self.fusion = fusion
         self.compensated = compensated
         self.loss_scaler = loss_scaler
-        self.trace: AccumulationTrace | None = AccumulationTrace() if trace else None
         named = list(model.named_parameters())
         if not named:
             raise ValueError("Accumulator: the model has no parameters")
         self._first_param = named[0][1]
-        recorder = self._record if trace else None
         self.store: GradientStore = (
-            ContainerStore(named, recorder) if fusion == "none"
-            else ArenaStore(named, accum_dtype, compensated=compensated, fuse_gemm=fusion == "gemm",
-                            recorder=recorder))
+            ContainerStore(named) if fusion == "none"
+            else ArenaStore(named, accum_dtype, compensated=compensated, fuse_gemm=fusion == "gemm"))
+        self.trace = AccumulationTrace() if trace else None
         self.window_index = 0
         self.skipped_windows: list[int] = []
         self.activation_peaks: list[int] = []
@@ -104,6 +102,16 @@ class Accumulator:
         self._nonfinite: bool | None = None
 
     # ------------------------------------------------------------ window state
+    @property
+    def trace(self) -> AccumulationTrace | None:
+        """The kernel trace (None when not tracing); assign one to start tracing, None to stop."""
+        return self._trace
+
+    @trace.setter
+    def trace(self, trace: AccumulationTrace | None) -> None:
+        self._trace = trace
+        self.store.recorder = None if trace is None else self._record
+
     @property
     def arena(self) -> GradArena | None:
         """The persistent gradient arena (None on Burn's container path, ``fusion="none"``)."""
@@ -245,8 +253,8 @@ class Accumulator:
     # ------------------------------------------------------------ reporting
     def _record(self, param: str, kernel: str, elements: int, nbytes: int, seconds: float, *,
                 materialized: bool, window_pass: bool) -> None:
-        assert self.trace is not None
-        self.trace.record(KernelEvent(self.window_index, -1 if window_pass else self._micro_step, param, kernel,
+        assert self._trace is not None
+        self._trace.record(KernelEvent(self.window_index, -1 if window_pass else self._micro_step, param, kernel,
                                       int(elements), int(nbytes), seconds, materialized))
 
     def memory_report(self, optimizer: Any = None) -> MemoryReport:

@@ -56,7 +56,7 @@ class ArenaStore:
         self.fuses_gemm = fuse_gemm and not compensated
         self._names = {id(p): n for n, p in named}
         self._params = [p for _, p in named]
-        self._recorder = recorder
+        self.recorder = recorder
         self._scale = 1.0
         self._touched = False
         self.reset()
@@ -99,7 +99,7 @@ class ArenaStore:
         if not grad.flags.c_contiguous:
             grad = leaf._backend.xp.ascontiguousarray(grad)
         first = id(leaf) not in self._written
-        start = time.perf_counter() if self._recorder is not None else 0.0
+        start = time.perf_counter() if self.recorder is not None else 0.0
         if self.compensation is not None:
             comp = self.compensation.view(leaf)
             write = kernels.copy_scale_compensated if first else kernels.add_scale_compensated
@@ -116,16 +116,16 @@ class ArenaStore:
             name = "add_scale"
         self._written.add(id(leaf))
         self._touched = True
-        if self._recorder is not None:
+        if self.recorder is not None:
             leaf._backend.synchronize()
-            self._recorder(self._names[id(leaf)], name, view.size,
+            self.recorder(self._names[id(leaf)], name, view.size,
                            kernel_bytes(name, view.size, view.dtype.itemsize, grad.dtype.itemsize),
                            time.perf_counter() - start, materialized=True, window_pass=False)
 
     def add_product(self, leaf: Param, a: Any, b: Any) -> None:
         view = self.arena.view(leaf)
         first = id(leaf) not in self._written
-        start = time.perf_counter() if self._recorder is not None else 0.0
+        start = time.perf_counter() if self.recorder is not None else 0.0
         fused = leaf._backend.gemm_into(a, b, view, alpha=self._scale, beta=0.0 if first else 1.0)
         self._written.add(id(leaf))
         self._touched = True
@@ -135,12 +135,12 @@ class ArenaStore:
         # reading it; the norms read only the factors (N (in + out) elements, not in x out).
         bound = abs(self._scale) * _frobenius(a) * _frobenius(b)
         self._gemm_bound[id(leaf)] = self._gemm_bound.get(id(leaf), 0.0) + bound
-        if self._recorder is not None:
+        if self.recorder is not None:
             leaf._backend.synchronize()
             name = ("gemm-beta0" if first else "gemm-beta1") if fused else "gemm-fallback"
             factor_bytes = (a.size + b.size) * np.dtype(a.dtype).itemsize
             traffic = 2 * factor_bytes + view.nbytes * (1 if first else 2)  # the GEMM, then the norms
-            self._recorder(self._names[id(leaf)], name, view.size, traffic, time.perf_counter() - start,
+            self.recorder(self._names[id(leaf)], name, view.size, traffic, time.perf_counter() - start,
                            materialized=not fused, window_pass=False)
 
     # ------------------------------------------------------------- the window's end
@@ -191,8 +191,8 @@ class ArenaStore:
         return kernels.multi_l2_norm(arrays) if arrays else 0.0
 
     def _record_pass(self, kernel: str, views: list[tuple[Param, Any]], start: float) -> None:
-        if self._recorder is not None:
-            record_window_pass(self._recorder, kernel, [(self._names[id(p)], v) for p, v in views],
+        if self.recorder is not None:
+            record_window_pass(self.recorder, kernel, [(self._names[id(p)], v) for p, v in views],
                                time.perf_counter() - start)
 
     # ------------------------------------------------------------------ checkpoints

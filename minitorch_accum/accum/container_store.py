@@ -64,7 +64,7 @@ class ContainerStore:
     def __init__(self, named: Sequence[tuple[str, Param]], recorder: KernelRecorder | None = None) -> None:
         self._names = {id(p): n for n, p in named}
         self._params = [p for _, p in named]
-        self._recorder = recorder
+        self.recorder = recorder
         self.summed = GradientsAccumulator()
         # a container is added only once backward finished, so a failed micro-batch leaves no trace
         self.poisoned = False
@@ -88,14 +88,14 @@ class ContainerStore:
         before = self.summed.peek()
         start = time.perf_counter()
         self.summed.add_params(self._params, grads)
-        if self._recorder is not None:
+        if self.recorder is not None:
             seconds = time.perf_counter() - start
             mine = [(p, g) for p, g in grads.items() if id(p) in self._names]
             total = sum(g.size for _, g in mine) or 1
             for param, grad in mine:
                 kind = "container-add" if before is not None and param in before else "container-store"
                 size = grad.dtype.itemsize
-                self._recorder(self._names[id(param)], kind, grad.size, kernel_bytes(kind, grad.size, size, size),
+                self.recorder(self._names[id(param)], kind, grad.size, kernel_bytes(kind, grad.size, size, size),
                                seconds * grad.size / total, materialized=True, window_pass=False)
 
     def close(self) -> None:
@@ -114,8 +114,8 @@ class ContainerStore:
             return True
         start = time.perf_counter()
         finite = math.isfinite(kernels.multi_l2_norm([g for _, g in views]))
-        if self._recorder is not None:
-            record_window_pass(self._recorder, "finite_check", [(self._names[id(p)], g) for p, g in views],
+        if self.recorder is not None:
+            record_window_pass(self.recorder, "finite_check", [(self._names[id(p)], g) for p, g in views],
                                time.perf_counter() - start)
         return finite
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from minitorch_accum.accum.trace import KernelRecorder
 from minitorch_accum.autodiff import Tensor
 from minitorch_accum.nn import Param
 
@@ -24,6 +25,8 @@ class GradientStore(Protocol):
 
     #: True after a micro-batch failed halfway: the sums are no longer sums of whole micro-batches
     poisoned: bool
+    #: called for every kernel that writes or reads the window's gradients (None: not tracing)
+    recorder: KernelRecorder | None
 
     @property
     def nbytes(self) -> int:
