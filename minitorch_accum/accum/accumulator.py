@@ -20,14 +20,16 @@ from typing import Any
 
 import numpy as np
 
+from minitorch_accum.accum import reduction as normalization
 from minitorch_accum.accum.arena import GradArena
 from minitorch_accum.accum.arena_store import ArenaStore
 from minitorch_accum.accum.container_store import ContainerStore
 from minitorch_accum.accum.gradient_store import GradientStore
 from minitorch_accum.accum.loss_scaler import DynamicLossScaler
 from minitorch_accum.accum.memory import MemoryReport, PeakMemory, array_bytes
-from minitorch_accum.accum.reduction import check_reduction, window_scale
+from minitorch_accum.accum.reduction import check_reduction
 from minitorch_accum.accum.trace import AccumulationTrace, KernelEvent
+from minitorch_accum.accum.window_reducer import WindowReducer
 from minitorch_accum.autodiff import Gradients, Tensor
 from minitorch_accum.nn import Module
 from minitorch_accum.optim import GradientWindow
@@ -60,6 +62,8 @@ class Accumulator:
         compensated: Neumaier-compensated accumulation with a second arena.
         loss_scaler: a DynamicLossScaler for 16-bit training (optional).
         trace: record every kernel in ``self.trace``.
+        reducer: data parallelism (``minitorch_accum.distributed``): when the window closes it
+            is summed over every rank, and normalized by the items of every rank.
 
     The gradients themselves live in ``self.store`` (an ArenaStore, or a ContainerStore
     for ``fusion="none"``); the Accumulator keeps the window: how many micro-batches and
@@ -68,7 +72,8 @@ class Accumulator:
 
     def __init__(self, model: Module, steps: int, reduction: str = "items", fusion: str = "gemm",
                  accum_dtype: Any = "float32", compensated: bool = False,
-                 loss_scaler: DynamicLossScaler | None = None, trace: bool = False) -> None:
+                 loss_scaler: DynamicLossScaler | None = None, trace: bool = False,
+                 reducer: WindowReducer | None = None) -> None:
         if not isinstance(model, Module):
             raise TypeError(f"Accumulator: model must be a Module, got {type(model).__name__}")
         self.model = model
@@ -78,6 +83,8 @@ class Accumulator:
             raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
         if fusion == "none" and compensated:
             raise ValueError("compensated accumulation needs an arena: use fusion='leaf' or 'gemm'")
+        if fusion == "none" and reducer is not None:
+            raise ValueError("data-parallel accumulation reduces the gradient arena: use fusion='leaf' or 'gemm'")
         self.fusion = fusion
         self.compensated = compensated
         self.loss_scaler = loss_scaler
@@ -85,9 +92,11 @@ class Accumulator:
         if not named:
             raise ValueError("Accumulator: the model has no parameters")
         self._first_param = named[0][1]
+        self.reducer = reducer
         self.store: GradientStore = (
             ContainerStore(named) if fusion == "none"
-            else ArenaStore(named, accum_dtype, compensated=compensated, fuse_gemm=fusion == "gemm"))
+            else ArenaStore(named, accum_dtype, compensated=compensated, fuse_gemm=fusion == "gemm",
+                            shards=1 if reducer is None else reducer.shards))
         self.trace = AccumulationTrace() if trace else None
         self.window_index = 0
         self.skipped_windows: list[int] = []
@@ -194,11 +203,18 @@ class Accumulator:
         self.activation_peaks.append(probe.peak_bytes)
 
     # ----------------------------------------------------------- window end
-    def _close(self) -> float:
-        """Close the window (no more micro-batches) and return the factor that normalizes it."""
+    def window_scale(self) -> float:
+        """Close the window (no more micro-batches) and return the factor that normalizes it.
+
+        With a reducer this is where the window is summed over every rank: the micro-batches
+        and items counted are then those of all ranks."""
         self._check_whole("the optimizer step")
         if not self._closed:
-            self._pending_scale = window_scale(self.reduction, self._micro_step, self._items)
+            micro_batches, items = self._micro_step, self._items
+            if self.reducer is not None:
+                assert isinstance(self.store, ArenaStore)
+                micro_batches, items = self.reducer.reduce(self.store, micro_batches, items)
+            self._pending_scale = normalization.window_scale(self.reduction, micro_batches, items)
             self.store.close()
             self._closed = True
         assert self._pending_scale is not None
@@ -209,13 +225,17 @@ class Accumulator:
 
         Closes the window, since the answer must cover every micro-batch of it."""
         if self._nonfinite is None:
-            self._close()
-            self._nonfinite = not self.store.finite_check()
+            self.window_scale()
+            self._nonfinite = not (self.store.finite_check() if self.reducer is None
+                                   else self.reducer.finite_check(self.store))
         return self._nonfinite
 
     def gradient_window(self) -> GradientWindow:
         """The window for an optimizer: raw sums plus the one factor that normalizes them."""
-        scale = self._close()
+        if self.reducer is not None and self.reducer.sharded:
+            raise TypeError("gradient_window: with ZeRO-1 each rank holds only its shard of the gradient; step "
+                            "with minitorch_accum.distributed.ZeroRedundancyOptimizer")
+        scale = self.window_scale()
         skip = self.found_nonfinite()
         return GradientWindow({id(p): g for p, g in self.store.views()}, grad_scale=scale, skip=skip)
 
@@ -223,7 +243,10 @@ class Accumulator:
         """The window's normalized gradients, as views into the store (scaled in place).
 
         Closes the window: call ``zero()`` before the next micro-batch."""
-        scale = self._close()
+        scale = self.window_scale()
+        if self.reducer is not None:
+            assert isinstance(self.store, ArenaStore)
+            self.reducer.complete(self.store)
         if scale != 1.0:
             self.store.scale_in_place(scale)
             self._pending_scale = 1.0
@@ -231,16 +254,19 @@ class Accumulator:
 
     def grad_norm(self) -> float:
         """Global L2 norm of the window's normalized gradient (one multi-tensor norm)."""
-        scale = self._close()
-        return self.store.norm() * abs(scale)
+        scale = self.window_scale()
+        raw = self.store.norm() if self.reducer is None else self.reducer.norm(self.store)
+        return raw * abs(scale)
 
     def scale_window(self, factor: float) -> None:
         """Multiply the window's gradient by ``factor`` (clipping), folded into the final scale."""
-        self._pending_scale = self._close() * factor
+        self._pending_scale = self.window_scale() * factor
 
     def zero(self) -> None:
         """Start a new window. No memset: the next write to each view copies instead of adds."""
-        if self._micro_step and not self.store.poisoned:
+        # a data-parallel rank with no micro-batch in the last window still closed it with the
+        # others, and must update its loss scale as they do
+        if (self._micro_step or self._closed) and not self.store.poisoned:
             nonfinite = self.found_nonfinite()
             if nonfinite:
                 self.skipped_windows.append(self.window_index)

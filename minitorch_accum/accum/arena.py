@@ -44,7 +44,11 @@ class GradArena:
     #: buffers allocated by every arena in this process (tests assert it does not grow)
     allocations = 0
 
-    def __init__(self, params: Iterable[tuple[str, Param]], accum_dtype: Any = "float32") -> None:
+    def __init__(self, params: Iterable[tuple[str, Param]], accum_dtype: Any = "float32", shards: int = 1) -> None:
+        """``shards``: pad each buffer to a multiple of ``shards`` cache lines, so that it splits
+        into that many equal, 64-byte aligned pieces (one per rank for a reduce-scatter)."""
+        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+            raise ValueError(f"GradArena: shards must be a positive int, got {shards!r}")
         requested = resolve_dtype(accum_dtype)
         if requested not in (np.float32, np.float64):
             raise TypeError(f"GradArena: accum_dtype must be float32 or float64, got {requested.name}")
@@ -69,6 +73,10 @@ class GradArena:
         if backend is None:
             raise ValueError("GradArena: the model has no parameters")
         self.backend = backend
+        self.shards = shards
+        for dtype, n in sizes.items():
+            multiple = shards * (ALIGNMENT_BYTES // dtype.itemsize)
+            sizes[dtype] = -(-n // multiple) * multiple
         self.buffers: dict[np.dtype, Any] = {dtype: self._allocate(dtype, n) for dtype, n in sizes.items()}
         self._views = {key: self._make_view(slot) for key, slot in self._slots.items()}
 
@@ -105,6 +113,11 @@ class GradArena:
         except KeyError:
             raise KeyError(f"GradArena: parameter of shape {param.shape} is not part of this arena") from None
 
+    def span(self, param: Param) -> tuple[np.dtype, int, int]:
+        """(buffer dtype, first element, element count) of ``param``'s gradient in its flat buffer."""
+        slot = self._slots[id(param)]
+        return slot.dtype, slot.offset, slot.size
+
     def __contains__(self, param: object) -> bool:
         return id(param) in self._views
 
@@ -118,6 +131,7 @@ class GradArena:
         twin.accum_dtype = self.accum_dtype
         twin.names, twin.params, twin._slots = self.names, self.params, self._slots
         twin.backend = self.backend
+        twin.shards = self.shards
         twin.buffers = {dtype: twin._allocate(dtype, int(buf.size)) for dtype, buf in self.buffers.items()}
         twin._views = {key: twin._make_view(slot) for key, slot in self._slots.items()}
         return twin

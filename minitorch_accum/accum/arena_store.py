@@ -44,12 +44,14 @@ class ArenaStore:
         accum_dtype: ``"float32"`` or ``"float64"`` (16-bit gradients sum in float32).
         compensated: keep Neumaier compensation terms in a second arena.
         fuse_gemm: let matmul weight gradients be written by the GEMM itself.
+        shards: pad the arena so each flat buffer splits into this many aligned pieces (ranks).
         recorder: called for every kernel that writes the arena (tracing).
     """
 
     def __init__(self, named: Sequence[tuple[str, Param]], accum_dtype: Any = "float32", *,
-                 compensated: bool = False, fuse_gemm: bool = True, recorder: KernelRecorder | None = None) -> None:
-        self.arena = GradArena(named, accum_dtype)
+                 compensated: bool = False, fuse_gemm: bool = True, shards: int = 1,
+                 recorder: KernelRecorder | None = None) -> None:
+        self.arena = GradArena(named, accum_dtype, shards=shards)
         self.compensation: GradArena | None = self.arena.like() if compensated else None
         self.flag = kernels.new_flag(next(iter(self.arena.buffers.values())))
         # the Neumaier pair needs each contribution as an array, so compensation turns GEMM fusion off
@@ -189,6 +191,36 @@ class ArenaStore:
         """The global L2 norm of the sums as they are (one multi-tensor norm)."""
         arrays = [v for _, v in self.views()]
         return kernels.multi_l2_norm(arrays) if arrays else 0.0
+
+    # ---------------------------------------------- what data parallelism needs to agree on
+    @property
+    def params(self) -> list[Param]:
+        """Every parameter the store holds a gradient slot for, in model order."""
+        return list(self._params)
+
+    def written_mask(self) -> np.ndarray:
+        """1 for each parameter (model order) written this window, else 0 (int64)."""
+        return np.array([id(p) in self._written for p in self._params], dtype=np.int64)
+
+    def gemm_bounds(self) -> np.ndarray:
+        """The running bound on |entries| of each GEMM-written view (0 where no GEMM wrote)."""
+        return np.array([self._gemm_bound.get(id(p), 0.0) for p in self._params], dtype=np.float64)
+
+    def zero_unwritten(self) -> None:
+        """Zero the views not written this window (they hold an earlier window's sums), so a
+        whole-buffer reduction adds nothing stale."""
+        for p in self._params:
+            if id(p) not in self._written:
+                self.arena.view(p)[...] = 0
+                if self.compensation is not None:
+                    self.compensation.view(p)[...] = 0
+
+    def adopt(self, written: np.ndarray, gemm_bounds: np.ndarray, nonfinite: bool) -> None:
+        """After a reduction over ranks: the views written on any rank, the summed GEMM bounds
+        and the flag of every rank become this store's."""
+        self._written = {id(p) for p, w in zip(self._params, written, strict=True) if w}
+        self._gemm_bound = {id(p): float(b) for p, b in zip(self._params, gemm_bounds, strict=True) if b > 0}
+        self.flag[0] = 1 if nonfinite else int(self.flag[0])
 
     def _record_pass(self, kernel: str, views: list[tuple[Param, Any]], start: float) -> None:
         if self.recorder is not None:
