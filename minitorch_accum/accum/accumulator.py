@@ -306,7 +306,8 @@ class Accumulator:
             "loss_scaler": None if self.loss_scaler is None else self.loss_scaler.state_dict(),
             "store": self.store.state_meta(),
         }
-        return {"meta": meta, "arrays": self.store.state_arrays()}
+        # between windows the store holds nothing to resume (the next write copies over it)
+        return {"meta": meta, "arrays": self.store.state_arrays() if self._micro_step else {}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()`` output into this accumulator (same model layout)."""
@@ -316,7 +317,10 @@ class Accumulator:
             if (saved_fusion == "none") != (self.fusion == "none"):
                 raise ValueError(f"accumulator state was saved with fusion={saved_fusion!r}, this one uses "
                                  f"{self.fusion!r}")
-            self.store.load(meta["store"], arrays)
+            if int(meta["micro_step"]):
+                self.store.load(meta["store"], arrays)
+            else:
+                self.store.reset()
             self._reset_window()
             self.steps = _check_steps(meta["steps"])
             self.reduction = check_reduction(meta["reduction"])

@@ -40,6 +40,7 @@ class DataLoader:
         self.seed = int(seed)
         self.drop_last = drop_last
         self.epoch = 0
+        self._order_cache: tuple[int, np.ndarray] | None = None
 
     def order(self, epoch: int) -> np.ndarray:
         """The item order of ``epoch``: a permutation fixed by (seed, epoch) alone."""
@@ -57,9 +58,17 @@ class DataLoader:
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[Any]:
         """The batches of ``epoch``, beginning with batch number ``start`` (for resuming)."""
-        order = self.order(epoch)
         for b in range(start, len(self)):
-            yield self.dataset.get_batch(order[b * self.batch_size:(b + 1) * self.batch_size])
+            yield self.batch(epoch, b)
+
+    def batch(self, epoch: int, index: int) -> Any:
+        """Batch number ``index`` of ``epoch`` (data-parallel ranks each take their own)."""
+        if not 0 <= index < len(self):
+            raise IndexError(f"DataLoader: batch {index} of an epoch of {len(self)} batches")
+        if self._order_cache is None or self._order_cache[0] != epoch:
+            self._order_cache = (epoch, self.order(epoch))
+        order = self._order_cache[1]
+        return self.dataset.get_batch(order[index * self.batch_size:(index + 1) * self.batch_size])
 
     def __iter__(self) -> Iterator[Any]:
         return self.batches(self.epoch)

@@ -17,10 +17,12 @@ from typing import Any
 
 from minitorch_accum.accum import FUSIONS, REDUCTIONS
 from minitorch_accum.backend import parse_device
+from minitorch_accum.distributed import Communicator
+from minitorch_accum.distributed.launch import COMMUNICATORS
 from minitorch_accum.nn import Module
 from minitorch_accum.optim import Optimizer
 from minitorch_accum.optim.lr_scheduler import LRScheduler
-from minitorch_accum.train.learner import Learner, LearnerConfig
+from minitorch_accum.train.learner import DistributedConfig, Learner, LearnerConfig
 from minitorch_accum.train.metrics import METRICS
 from minitorch_accum.train.progress import PROGRESS_MODES
 
@@ -163,6 +165,43 @@ class LearnerBuilder:
         if mode not in PROGRESS_MODES:
             raise ValueError(f"progress must be one of {', '.join(PROGRESS_MODES)}, got {mode!r}")
         self._config.progress = mode
+        return self
+
+    def distributed(self, communicator: str | Communicator = "auto", *, zero: bool = False,
+                    bucket_bytes: int = 25 << 20, first_bucket_bytes: int = 1 << 20,
+                    check_every: int = 50) -> LearnerBuilder:
+        """Data-parallel training: each rank accumulates its share of every window and the window is
+        summed over the ranks once, when it closes.
+
+        ``communicator``: ``"auto"`` (MPI when started by ``mpiexec -n R`` with R > 1, else one
+        process), ``"mpi"``, ``"nccl"``, ``"local"`` or a Communicator. k (grads_accumulation) is per
+        rank: R ranks x k x b is one window of R*k*b items. ``zero``: ZeRO-1 (each rank keeps the
+        optimizer state of its shard). ``bucket_bytes``/``first_bucket_bytes``: the pieces one
+        collective call reduces. ``check_every``: optimizer steps between checks that every rank
+        holds the same parameters."""
+        if not isinstance(communicator, Communicator) and communicator not in COMMUNICATORS:
+            raise ValueError(f"communicator must be one of {', '.join(COMMUNICATORS)} or a Communicator, "
+                             f"got {communicator!r}")
+        self._config.distributed = DistributedConfig(
+            communicator, bool(zero), _positive_int("bucket_bytes", bucket_bytes),
+            _positive_int("first_bucket_bytes", first_bucket_bytes), _positive_int("check_every", check_every))
+        return self
+
+    def config(self, settings: Any) -> LearnerBuilder:
+        """Record the run's own settings (a ``minitorch_accum.config.config`` dataclass or a dict of
+        JSON values) in every checkpoint; a resume with different settings is refused."""
+        if hasattr(settings, "to_json"):
+            import json
+
+            settings = json.loads(settings.to_json())
+        if not isinstance(settings, dict):
+            raise TypeError(f"config expects a @config dataclass or a dict, got {type(settings).__name__}")
+        self._config.run_config = dict(settings)
+        return self
+
+    def allow_config_change(self, allow: bool = True) -> LearnerBuilder:
+        """Let a resume continue with settings that differ from the checkpoint's (saying which)."""
+        self._config.allow_config_change = bool(allow)
         return self
 
     def build(self, model: Module, optimizer: Optimizer) -> Learner:

@@ -1,0 +1,27 @@
+"""Data-parallel accumulation across processes and machines, on existing libraries.
+
+``MPICommunicator`` (mpi4py; the CPU, one machine or many) and ``NCCLCommunicator``
+(NCCL through CuPy; GPUs) behind one ``Communicator`` face; ``DataParallel`` sums the
+window of every rank once per window over the arena's buckets; ``ZeroRedundancy``
+shards the reduced gradient and the optimizer state (ZeRO-1); ``rank_windows`` slices one
+global data order by rank.
+"""
+
+from minitorch_accum.distributed.buckets import Bucket, plan_buckets
+from minitorch_accum.distributed.communicator import CollectiveCounts, Communicator, LocalCommunicator
+from minitorch_accum.distributed.data_order import WindowShare, rank_windows
+from minitorch_accum.distributed.data_parallel import DataParallel, WindowReduction
+from minitorch_accum.distributed.mpi_communicator import MPICommunicator
+
+__all__ = [
+    "Bucket",
+    "CollectiveCounts",
+    "Communicator",
+    "DataParallel",
+    "LocalCommunicator",
+    "MPICommunicator",
+    "WindowReduction",
+    "WindowShare",
+    "plan_buckets",
+    "rank_windows",
+]

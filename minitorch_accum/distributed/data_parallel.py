@@ -1,0 +1,134 @@
+"""DataParallel: the window of every rank summed into one, once per window.
+
+Each rank accumulates its own micro-batches into its arena with no communication at all
+(PyTorch's ``no_sync``); when the window closes, one reduction phase makes it global:
+
+1. a small int64 all-reduce of the window's facts: micro-batches, items, the non-finite
+   flag, a stop request, and which parameters each rank wrote (a rank may have written
+   none: it holds no micro-batch of a short last window, but it still takes part);
+   a small float64 all-reduce sums the GEMM finiteness bounds;
+2. views not written on this rank are zeroed (they hold an earlier window's sums), then
+   every bucket of the arena is all-reduced in place (compensated arenas reduce their
+   (sum, compensation) pairs exactly);
+3. the global facts are adopted: the window is normalized once by the global item count.
+
+Every rank ends with bit-identical sums, so every rank takes the same optimizer step.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from minitorch_accum.accum import ArenaStore
+from minitorch_accum.distributed.buckets import (
+    DEFAULT_BUCKET_BYTES,
+    DEFAULT_FIRST_BUCKET_BYTES,
+    Bucket,
+    plan_buckets,
+)
+from minitorch_accum.distributed.communicator import Communicator
+
+__all__ = ["DataParallel", "WindowReduction"]
+
+_FACTS = 4  # micro-batches, items, non-finite flag, stop request; then one entry per parameter
+
+
+@dataclass
+class WindowReduction:
+    """What the last window's reduction did, for ``maccum explain`` and the trace."""
+
+    buckets: list[tuple[int, int, float]] = field(default_factory=list)  # (index, bytes, seconds) per bucket
+    facts_seconds: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def bytes(self) -> int:
+        return sum(nbytes for _, nbytes, _ in self.buckets)
+
+
+class DataParallel:
+    """The WindowReducer of plain data parallelism: every rank ends with the global sums."""
+
+    sharded = False
+
+    def __init__(self, communicator: Communicator, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+                 first_bucket_bytes: int = DEFAULT_FIRST_BUCKET_BYTES) -> None:
+        self.comm = communicator
+        self.shards = communicator.world_size
+        self.bucket_bytes = int(bucket_bytes)
+        self.first_bucket_bytes = int(first_bucket_bytes)
+        self.windows_reduced = 0
+        self.last = WindowReduction()
+        #: set by the caller when this rank wants to stop; ``stop_agreed`` says whether any rank did
+        self.stop_requested = False
+        self.stop_agreed = False
+        self._plans: dict[int, list[Bucket]] = {}
+
+    def buckets(self, store: ArenaStore) -> list[Bucket]:
+        """The buckets of ``store``'s arena (planned once per arena)."""
+        key = id(store.arena)
+        if key not in self._plans:
+            self._plans[key] = plan_buckets(store.arena, self.shards, self.bucket_bytes, self.first_bucket_bytes)
+        return self._plans[key]
+
+    # ------------------------------------------------------------ WindowReducer
+    def reduce(self, store: ArenaStore, micro_batches: int, items: int) -> tuple[int, int]:
+        started = time.perf_counter()
+        facts = self.comm.allreduce_scalars(
+            [micro_batches, items, int(store.flag[0]), int(self.stop_requested), *store.written_mask()], np.int64)
+        bounds = self.comm.allreduce_scalars(store.gemm_bounds(), np.float64)
+        self.last = WindowReduction(facts_seconds=time.perf_counter() - started)
+        store.zero_unwritten()
+        self._reduce_gradients(store)
+        store.adopt(facts[_FACTS:], bounds, nonfinite=bool(facts[2]))
+        self.stop_agreed = bool(facts[3])
+        self.windows_reduced += 1
+        self.last.seconds = time.perf_counter() - started
+        self._trace(store)
+        return int(facts[0]), int(facts[1])
+
+    def _reduce_gradients(self, store: ArenaStore) -> None:
+        comp = store.compensation
+        for bucket in self.buckets(store):
+            start = time.perf_counter()
+            if comp is None:
+                self.comm.allreduce(bucket.of(store.arena.buffers))
+            else:
+                self.comm.allreduce_pairs(bucket.of(store.arena.buffers), bucket.of(comp.buffers))
+            store.arena.backend.synchronize()
+            nbytes = bucket.nbytes * (1 if comp is None else 2)
+            self.last.buckets.append((bucket.index, nbytes, time.perf_counter() - start))
+
+    def finite_check(self, store: ArenaStore) -> bool:
+        # every rank holds the same sums, flag and bounds: the same answer everywhere
+        return store.finite_check()
+
+    def norm(self, store: ArenaStore) -> float:
+        return store.norm()
+
+    def complete(self, store: ArenaStore) -> None:
+        """Nothing to gather: every rank holds the whole global window."""
+
+    def _trace(self, store: ArenaStore) -> None:
+        if store.recorder is None:
+            return
+        plan = {b.index: b for b in self.buckets(store)}
+        store.recorder("(window facts)", "allreduce", 0, 0, self.last.facts_seconds, materialized=False,
+                       window_pass=True)
+        for index, nbytes, seconds in self.last.buckets:
+            bucket = plan[index]
+            store.recorder(f"bucket {index} [{bucket.start}:{bucket.stop}]", self._collective_name, bucket.elements,
+                           nbytes, seconds, materialized=False, window_pass=True)
+
+    _collective_name = "allreduce"
+
+    def describe(self, store: Any) -> str:
+        """One line on how a window is reduced: ranks, buckets, bytes."""
+        buckets = self.buckets(store)
+        total = sum(b.nbytes for b in buckets)
+        return (f"{self.comm.world_size} ranks, one reduction per window over {len(buckets)} bucket(s) "
+                f"of the arena ({total:,} bytes per rank)")
