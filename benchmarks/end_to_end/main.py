@@ -5,8 +5,8 @@ cuda] [--out DIR] [--repeats N] [--ks 1,2,4] [--models ...] [--no-torch] [--thre
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
+from functools import partial
 
 from benchmarks.end_to_end.measure import BENCHMARK, measure
 from benchmarks.end_to_end.report import format_table, plot
@@ -54,19 +54,10 @@ END_TO_END = program.Benchmark(
     name=BENCHMARK,
     description="End-to-end accumulation: overhead per micro-batch, peak memory, items/s against PyTorch eager.",
     quick_help="k in {1, 8}, few repeats (under two minutes on 2 cores)",
-    full_settings=full_settings,
-    quick_settings=quick_settings,
-    measure=measure,
-    format_table=format_table,
-    plot=plot,
-    add_arguments=_add_arguments,
-    apply_arguments=_apply_arguments,
+    full_settings=full_settings, quick_settings=quick_settings,
+    add_arguments=_add_arguments, apply_arguments=_apply_arguments,
+    measure=measure, format_table=format_table, plot=plot,
 )
 
-
-def main(argv: list[str] | None = None) -> int:
-    return program.main(END_TO_END, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+# the program: main(argv) -> exit status
+main = partial(program.main, END_TO_END)

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
+from functools import partial
 
 from benchmarks.harness import program
 from benchmarks.kernels.measure import BENCHMARK, measure
@@ -25,18 +25,9 @@ KERNELS = program.Benchmark(
     name=BENCHMARK,
     description="Fused accumulation kernels against NumPy, PyTorch and the measured memory bandwidth.",
     quick_help="a few sizes, fewer rounds, model shapes / 8",
-    full_settings=full_settings,
-    quick_settings=quick_settings,
-    measure=measure,
-    format_table=format_table,
-    plot=plot,
-    apply_arguments=_apply_arguments,
+    full_settings=full_settings, quick_settings=quick_settings, apply_arguments=_apply_arguments,
+    measure=measure, format_table=format_table, plot=plot,
 )
 
-
-def main(argv: list[str] | None = None) -> int:
-    return program.main(KERNELS, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+# the program: main(argv) -> exit status
+main = partial(program.main, KERNELS)
