@@ -97,10 +97,9 @@ class ModelSpec:
                 twin = torch.nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None)
                 with torch.no_grad():
                     # ours stores the weight (in, out), torch (out, in)
-                    weight = np.ascontiguousarray(layer.weight._backend.to_host(layer.weight.data).T)
-                    twin.weight.copy_(torch.from_numpy(weight))
+                    twin.weight.copy_(torch.from_numpy(np.ascontiguousarray(layer.weight.numpy().T)))
                     if layer.bias is not None:
-                        twin.bias.copy_(torch.from_numpy(np.asarray(layer.bias._backend.to_host(layer.bias.data))))
+                        twin.bias.copy_(torch.from_numpy(layer.bias.numpy()))
                 modules.append(twin)
             else:
                 modules.append(torch.nn.ReLU())

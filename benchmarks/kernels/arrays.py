@@ -11,7 +11,7 @@ import numpy as np
 
 from benchmarks.harness.timing import Timer
 from benchmarks.harness.torch_import import ImportedTorch
-from minitorch_accum.kernels.dtypes import BFLOAT16
+from minitorch_accum import bfloat16
 
 __all__ = ["DeviceArrays", "torch_mixed_path"]
 
@@ -76,10 +76,10 @@ class DeviceArrays:
     def to_bfloat16(self, x: Any) -> Any | None:
         """x rounded to bfloat16 (ml_dtypes), or None where the array library has no bfloat16."""
         try:
-            out = self.empty(x.size, BFLOAT16)
+            out = self.empty(x.size, bfloat16)
         except Exception:  # CuPy before bfloat16 support raises its own error types
             return None
-        host = np.asarray(x if self.on_host else x.get()).astype(BFLOAT16)
+        host = np.asarray(x if self.on_host else x.get()).astype(bfloat16)
         return self._fill(out, host.reshape(out.shape))
 
     def synchronize(self) -> None:
@@ -110,7 +110,7 @@ class DeviceArrays:
     # torch views of the same memory -------------------------------------
     def as_torch(self, x: Any) -> Any:
         torch = self.torch.module  # type: ignore[union-attr]
-        if x.dtype == BFLOAT16:
+        if x.dtype == bfloat16:
             # neither torch.from_numpy nor DLPack knows ml_dtypes' bfloat16: wrap the bits
             return self.as_torch(x.view(np.int16)).view(torch.bfloat16)
         if self.on_host:
