@@ -7,37 +7,48 @@
 #   bash benchmarks/gpu_check.sh "$OUT"
 #
 # Pure-Python dependencies missing on that image (ml_dtypes, scipy, safetensors, rich,
-# scikit-learn, matplotlib) can travel as wheels in .whl/ (see README, "GPU runs").
-# At most 7 files are written: gpu_check.log and, per benchmark, two JSON and a PNG.
+# scikit-learn, matplotlib) can travel as wheels in .whl/ (see benchmarks/README.md).
+# Writes gpu_check.log, gpu_check.json (each step's exit status) and, per benchmark,
+# two JSON and a PNG: 8 files at most.
 set -uo pipefail
-out=${1:?usage: bash benchmarks/gpu_check.sh OUT_DIR}
+out=$(realpath -m "${1:?usage: bash benchmarks/gpu_check.sh OUT_DIR}")
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 log="$out/gpu_check.log"
 export PYTHONUNBUFFERED=1 MTA_HYPOTHESIS_PROFILE=ci
-step() { echo "=== $* ($(date -u +%H:%M:%S))" | tee -a "$log"; }
+statuses="" all_passed=true
 
-step environment
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python --version
-  python -c "import cupy, numpy; print('cupy', cupy.__version__, 'numpy', numpy.__version__)"; } >>"$log" 2>&1
+# step NAME SECONDS COMMAND...: run it into the log, note its exit status for gpu_check.json
+step() {
+    local name=$1 limit=$2
+    shift 2
+    echo "=== $name ($(date -u +%H:%M:%S))" | tee -a "$log"
+    timeout "$limit" bash -c '"$@"' "$name" "$@" >>"$log" 2>&1  # bash -c: a step may be a function
+    local status=$?
+    echo "$name exit $status" | tee -a "$log"
+    statuses+="${statuses:+, }\"$name\": $status"
+    [ "$status" -eq 0 ] || all_passed=false
+}
 
-step install
-if compgen -G ".whl/*.whl" >/dev/null; then
-    python -m pip install -q --no-index --no-deps --no-compile --target /tmp/mta-site .whl/*.whl >>"$log" 2>&1
-    export PYTHONPATH="/tmp/mta-site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-python -m pip install -q --no-deps --no-build-isolation -e . >>"$log" 2>&1 || step "install FAILED"
-python -c "import minitorch_accum as m; from minitorch_accum import kernels; print('cuda', m.cuda_available(), 'cpu kernels', kernels.kernel_path())" >>"$log" 2>&1
+environment() {
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv && python --version &&
+        python -c "import cupy, numpy; print('cupy', cupy.__version__, 'numpy', numpy.__version__)"
+}
 
-step "GPU tests"
-timeout 300 python -m pytest -q -m gpu -p no:cacheprovider tests >>"$log" 2>&1
-echo "pytest exit $?" >>"$log"
+install() {
+    if compgen -G ".whl/*.whl" >/dev/null; then
+        python -m pip install -q --no-index --no-deps --no-compile --target /tmp/mta-site .whl/*.whl || return
+    fi
+    python -m pip install -q --no-deps --no-build-isolation -e . &&
+        python -c "import minitorch_accum as m; from minitorch_accum import kernels; print('cuda', m.cuda_available(), 'cpu kernels', kernels.kernel_path())"
+}
 
-step "kernel benchmark (CUDA)"
-timeout 150 python -m minitorch_accum.bench.kernels --device cuda --out "$out" >>"$log" 2>&1
-echo "kernels exit $?" >>"$log"
-
-step "end-to-end benchmark (CUDA, quick)"
-timeout 120 python -m minitorch_accum.bench.end_to_end --device cuda --quick --out "$out" >>"$log" 2>&1
-echo "end_to_end exit $?" >>"$log"
-step done
+export -f environment install
+export PYTHONPATH="/tmp/mta-site${PYTHONPATH:+:$PYTHONPATH}"  # the wheels from .whl/, if any
+step environment 60 environment
+step install 240 install
+step gpu_tests 300 python -m pytest -q -m gpu -p no:cacheprovider tests
+step kernels 150 python benchmarks/kernels.py --device cuda --out "$out"
+step end_to_end 120 python benchmarks/end_to_end.py --device cuda --quick --out "$out"
+printf '{"exit_status": {%s}, "all_passed": %s}\n' "$statuses" "$all_passed" >"$out/gpu_check.json"
+echo "=== done: $out/gpu_check.json" | tee -a "$log"

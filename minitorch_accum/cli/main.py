@@ -62,9 +62,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return explain_command(args)
         if args.command == "bench":
-            from minitorch_accum.bench import run_benchmark
+            # The benchmarks are programs of the source repository, not of the installed package:
+            # run the checkout's, found above the package (editable install) or the working directory.
+            import subprocess
+            from pathlib import Path
 
-            return run_benchmark(args.which, args.rest)
+            script = Path("benchmarks", args.which.replace("-", "_") + ".py")
+            roots = [Path(__file__).resolve().parents[2], Path.cwd(), *Path.cwd().parents]
+            found = next((r / script for r in roots if (r / script).is_file() and (r / "pyproject.toml").is_file()),
+                         None)
+            if found is None:
+                print(f"maccum bench: {script} not found: the benchmarks are programs of the source repository, "
+                      "not part of the installed package; run this command inside a checkout of minitorch_accum "
+                      f"(or run python {script} there)", file=sys.stderr)
+                return 2
+            return subprocess.call([sys.executable, str(found), *args.rest])
         from minitorch_accum.kernels.__main__ import main as kernels_main
 
         return kernels_main(args.rest)

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 import minitorch_accum as mta
-from minitorch_accum.bench.end_to_end import ModelSpec, Settings, main, run_end_to_end
+from benchmarks.end_to_end import END_TO_END, ModelSpec, Settings, main
+from benchmarks.harness import run_benchmark
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 KS = (1, 2)
@@ -34,7 +35,8 @@ def _tiny_settings() -> Settings:
 
 
 def test_result_file_holds_every_figure_finite(tmp_path: Path) -> None:
-    payload, path = run_end_to_end(_tiny_settings(), tmp_path)
+    payload, files = run_benchmark(END_TO_END, _tiny_settings(), tmp_path)
+    path = files.json
     assert path.parent == tmp_path and path.name.startswith("end_to_end-")
     machine = "gpu" if payload["machine"].get("gpu") else "cpu"
     latest = tmp_path / f"end_to_end-latest-{machine}.json"

@@ -10,7 +10,8 @@ import math
 
 import pytest
 
-from minitorch_accum.bench import kernels as bench
+from benchmarks.harness import ResultFiles, gpt2_small_shapes, run_benchmark
+from benchmarks.kernels import KERNELS, Settings, main
 
 ACCUMULATE_VARIANTS = {
     "numpy_naive",
@@ -34,9 +35,9 @@ def _torch_installed() -> bool:
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[ResultFiles, dict]:
     out = tmp_path_factory.mktemp("bench")
-    settings = bench.Settings(
+    settings = Settings(
         sizes=(1 << 10, 1 << 12),
         warmup=0,
         repeats=1,
@@ -46,9 +47,9 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
         model_repeats=1,
         target_min_elements=1 << 12,  # so the tiny cases fill the targets section too
     )
-    payload = bench.run_kernels(settings, out=out, log=None)
+    _payload, files = run_benchmark(KERNELS, settings, out)
     written = json.loads((out / "kernels-latest-cpu.json").read_text())
-    return payload, written
+    return files, written
 
 
 def _positive(value: object) -> bool:
@@ -56,11 +57,11 @@ def _positive(value: object) -> bool:
 
 
 def test_kernel_benchmark_writes_json_and_png(tiny_run):
-    payload, written = tiny_run
-    assert payload["json_path"].endswith("-cpu.json")
-    assert payload["png_path"].endswith("kernels-latest-cpu.png")
-    with open(payload["png_path"], "rb") as png:
-        assert png.read(8) == b"\x89PNG\r\n\x1a\n"
+    files, written = tiny_run
+    assert files.json.name.startswith("kernels-") and files.json.name.endswith("-cpu.json")
+    assert json.loads(files.json.read_text()) == written
+    assert files.png is not None and files.png.name == "kernels-latest-cpu.png"
+    assert files.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert written["benchmark"] == "kernels"
     assert {"machine", "settings", "cases", "targets", "all_targets_met"} <= set(written)
     assert written["machine"]["cores"] >= 1
@@ -85,7 +86,7 @@ def test_kernel_benchmark_times_every_variant_with_finite_positive_figures(tiny_
             assert _positive(value), (name, ratio, value)
         assert "arena_vs_numpy_naive" in case["ratios"]
     model = cases["model"]
-    assert model["tensors"] == len(bench.gpt2_small_shapes())
+    assert model["tensors"] == len(gpt2_small_shapes())
     assert _positive(model["ratios"]["multi_vs_per_tensor"])
 
 
@@ -100,7 +101,7 @@ def test_kernel_benchmark_states_each_target_with_its_measured_value(tiny_run):
 
 
 def test_gpt2_small_shapes_are_the_124m_parameter_model():
-    shapes = bench.gpt2_small_shapes()
+    shapes = gpt2_small_shapes()
     assert len(shapes) == 148
     assert sum(math.prod(shape) for _, shape in shapes) == 124_439_808
 
@@ -110,5 +111,5 @@ def test_cuda_device_is_refused_cleanly_without_a_gpu(capsys):
 
     if cuda_available():
         pytest.skip("a GPU is present")
-    assert bench.main(["--device", "cuda"]) == 2
+    assert main(["--device", "cuda"]) == 2
     assert "--device cuda" in capsys.readouterr().err

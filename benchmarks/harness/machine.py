@@ -1,0 +1,88 @@
+"""Facts about the machine a run measured, for the result files: CPU, cores, SIMD level,
+library versions, BLAS threads, load, and (when present) the GPU."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+__all__ = ["blas_threads", "loadavg", "machine_info", "native_simd"]
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU, cores, library versions and (when present) the GPU, for the result files."""
+    info: dict[str, Any] = {
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": _cpuinfo("model name") or platform.processor() or "unknown",
+        "cores": os.cpu_count(),
+    }
+    import numpy
+
+    info["numpy"] = numpy.__version__
+    for name in ("scipy", "torch", "cupy"):
+        try:
+            module = __import__(name)
+            info[name] = module.__version__
+        except Exception:
+            info[name] = None
+    try:
+        from minitorch_accum import cuda_available
+
+        if cuda_available():
+            import cupy
+
+            props = cupy.cuda.runtime.getDeviceProperties(0)
+            info["gpu"] = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    except Exception:
+        info["gpu"] = None
+    return info
+
+
+def _cpuinfo(field: str) -> str | None:
+    """The first ``field`` line of /proc/cpuinfo (None off Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(field):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def native_simd() -> dict[str, Any]:
+    """Which vector loops the native kernels run: the widest of AVX-512 / AVX2 / SSE2 the CPU has
+    (csrc/native/simd.h), unless MTA_SIMD caps it."""
+    flags_line = _cpuinfo("flags")
+    flags = set(flags_line.split()) if flags_line else set()
+    avx512 = {"avx512f", "avx512vl", "avx512bw", "avx512dq"} <= flags
+    level = "avx512" if avx512 else "avx2" if "avx2" in flags else "baseline" if flags else "unknown"
+    cap = os.environ.get("MTA_SIMD")
+    if cap == "baseline" or (cap == "avx2" and level == "avx512"):
+        level = cap
+    return {"level": level, "MTA_SIMD": cap}
+
+
+def blas_threads() -> int:
+    """Threads of the BLAS NumPy's matmul uses (NumPy's bundled OpenBLAS when present)."""
+    try:
+        from threadpoolctl import threadpool_info
+
+        blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+        ours = [i for i in blas if "numpy" in str(i.get("filepath", ""))] or blas
+        if ours:
+            return int(ours[0]["num_threads"])
+    except Exception:
+        pass
+    return os.cpu_count() or 1
+
+
+def loadavg() -> list[float] | None:
+    try:
+        return list(os.getloadavg())
+    except OSError:
+        return None
