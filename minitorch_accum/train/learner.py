@@ -96,6 +96,8 @@ class History:
     steps: list[dict[str, Any]] = field(default_factory=list)
     valid: list[dict[str, Any]] = field(default_factory=list)
     memory_plan: MemoryPlan | None = None
+    #: the data-parallel rank that kept this history (every rank sees the global figures; rank 0 logs them)
+    rank: int = 0
 
     @property
     def final_loss(self) -> float | None:
@@ -169,7 +171,7 @@ class Learner:
                                        reduction=config.reduction, fusion=config.fusion,
                                        accum_dtype=config.accum_dtype, compensated=config.compensated,
                                        loss_scaler=scaler, reducer=self.data_parallel)
-        self.history = History()
+        self.history = History(rank=self.rank)
         self.step = 0
         self._window = _Window()
         self._validated = True

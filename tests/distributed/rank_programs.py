@@ -1,0 +1,142 @@
+"""What each rank runs in the multi-process tests (``python -m mpi4py -m tests.distributed.rank_programs
+<scenario> <out> ...``); the data and models are shared with the tests, which check the results."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import minitorch_accum as mta
+from minitorch_accum import nn, optim
+from minitorch_accum.accum import Accumulator
+from minitorch_accum.data import ArrayDataset, DataLoader
+from minitorch_accum.distributed import DataParallel, MPICommunicator, rank_windows
+from minitorch_accum.nn import functional as F
+from minitorch_accum.train import Classifier, LearnerBuilder
+
+PAD = -100
+VOCAB = 7
+
+
+def token_data(n: int = 15, width: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Sequences padded with ignore_index: every micro-batch holds its own number of items."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, VOCAB, size=(n, width))
+    targets = rng.integers(0, VOCAB, size=(n, width))
+    lengths = rng.integers(1, width + 1, size=n)
+    targets[np.arange(width)[None, :] >= lengths[:, None]] = PAD
+    return ids, targets
+
+
+class TokenModel(nn.Module):
+    def __init__(self, seed: int = 1) -> None:
+        rng = np.random.default_rng(seed)
+        self.embed = nn.Embedding(VOCAB, 6, dtype="float64", rng=rng)
+        self.head = nn.Linear(6, VOCAB, dtype="float64", rng=rng)
+
+    def forward(self, ids: np.ndarray) -> mta.Tensor:
+        return self.head(self.embed(ids).tanh())
+
+
+def summed_loss(model: nn.Module, ids: np.ndarray, targets: np.ndarray) -> tuple[mta.Tensor, int]:
+    loss = F.cross_entropy(model(ids), targets, reduction="sum", ignore_index=PAD)
+    return loss, int((targets != PAD).sum())
+
+
+WINDOW_CASES = [("leaf", False), ("gemm", False), ("leaf", True), ("gemm", True)]
+B, K = 2, 3
+
+
+def window(out: Path) -> None:
+    """Each case: the global window gradients of every window, R ranks x k x b."""
+    comm = MPICommunicator()
+    ids, targets = token_data()
+    order = np.random.default_rng(5).permutation(len(ids))
+    batches = -(-len(ids) // B)
+    results = {}
+    for fusion, compensated in WINDOW_CASES:
+        model = TokenModel()
+        comm.counts.clear()
+        acc = Accumulator(model, steps=K, fusion=fusion, accum_dtype="float64", compensated=compensated,
+                          reducer=DataParallel(comm))
+        grads = []
+        for share in rank_windows(batches, K, comm.world_size, comm.rank):
+            for index in share.batches:
+                rows = order[index * B:(index + 1) * B]
+                loss, items = summed_loss(model, ids[rows], targets[rows])
+                acc.backward(loss, num_items=items)
+            window_grads = acc.grads()
+            grads.append({name: np.array(window_grads[p]) for name, p in model.named_parameters()})
+            acc.zero()
+        results[f"{fusion}-{int(compensated)}"] = {"grads": grads, "calls": dict(comm.counts.calls)}
+    if comm.rank == 0:
+        arrays = {f"{case}/{w}/{name}": g for case, r in results.items() for w, d in enumerate(r["grads"])
+                  for name, g in d.items()}
+        np.savez(out / "window.npz", **arrays)
+        (out / "window.json").write_text(json.dumps({case: r["calls"] for case, r in results.items()}))
+
+
+def classification_data(n: int = 101, seed: int = 0) -> ArrayDataset:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 6))
+    return ArrayDataset(x, (x[:, 0] + x[:, 1] > 0).astype(np.int64) + (x[:, 2] > 1).astype(np.int64))
+
+
+def mlp() -> nn.Module:
+    mta.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 16, dtype="float64"), nn.Tanh(), nn.Linear(16, 3, dtype="float64"))
+
+
+def fit(out: Path, k: int, epochs: int, *, compensated: bool, resume: bool = False, zero: bool = False,
+        distributed: bool = True, fail_at_step: int | None = None) -> None:
+    """A Learner run on the classification data; rank 0 saves the parameters to params.npz."""
+    builder = (LearnerBuilder(out).num_epochs(epochs).grads_accumulation(k).progress("none")
+               .accum_dtype("float64").compensated(compensated).fusion("leaf" if compensated else "gemm")
+               .clip_grad_norm(1.0).with_file_checkpointer(every_steps=5))
+    if distributed:
+        builder = builder.distributed(zero=zero, check_every=1)
+    model = FailingClassifier(mlp(), fail_at_step) if fail_at_step else mlp()
+    learner = builder.build(model, optim.AdamW(lr=0.01, weight_decay=0.1))
+    trained, history = learner.fit(DataLoader(classification_data(), 4, seed=3),
+                                   DataLoader(classification_data(40, seed=9), 16, shuffle=False), resume=resume)
+    if learner.rank == 0:
+        np.savez(out / "params.npz", **{name: p.numpy() for name, p in trained.named_parameters()})
+        (out / "history.json").write_text(json.dumps({"steps": history.steps, "valid": history.valid}))
+
+
+class FailingClassifier(Classifier):
+    """Raises on rank 1 at its ``fail_at``-th micro-batch, while rank 0 goes on into the collective."""
+
+    def __init__(self, module: nn.Module, fail_at: int) -> None:
+        super().__init__(module)
+        self.fail_at = fail_at
+        self.calls = 0
+
+    def train_step(self, batch: object) -> object:
+        from mpi4py import MPI
+
+        self.calls += 1
+        if MPI.COMM_WORLD.Get_rank() == 1 and self.calls == self.fail_at:
+            raise RuntimeError("rank 1 fails on purpose")
+        return super().train_step(batch)
+
+
+def main(argv: list[str]) -> None:
+    scenario, out = argv[0], Path(argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    options = dict(arg.split("=", 1) for arg in argv[2:])
+    if scenario == "window":
+        window(out)
+    elif scenario == "fit":
+        fit(out, int(options["k"]), int(options["epochs"]), compensated=options.get("compensated") == "1",
+            resume=options.get("resume") == "1", zero=options.get("zero") == "1",
+            fail_at_step=int(options["fail_at"]) if "fail_at" in options else None)
+    else:
+        raise SystemExit(f"unknown scenario {scenario!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
