@@ -514,28 +514,42 @@ class FileCheckpointer:
             touched.append(path)
         return touched
 
+    def library_entries(self) -> list[Path]:
+        """What this library wrote here, by name: ``latest`` and the checkpoint directories of
+        this format and of earlier ones (not leftovers of interrupted saves)."""
+        try:
+            entries = _list_directory(self.directory)
+        except OSError:
+            return []
+        ours = {path for path, _ in self._scan()}
+        found = []
+        for entry in sorted(entries, key=lambda e: e.name):
+            path = Path(entry.path)
+            if entry.name == _LATEST:
+                if entry.is_file(follow_symlinks=False):
+                    found.append(path)
+            elif path in ours or (entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".")
+                                  and _is_legacy_checkpoint(path)):
+                found.append(path)
+        return found
+
     def clear(self) -> list[Path]:
         """Remove everything this library wrote in the directory (a run started over with
-        ``--overwrite``): its checkpoints (this format and earlier ones), ``latest``, and
-        leftovers of dead processes; anything else stays. The directory itself goes when
-        that leaves it empty. Returns the removed paths; CheckpointError when one cannot be."""
+        ``--overwrite``): :meth:`library_entries` and leftovers of dead processes; anything
+        else stays. The directory itself goes when that leaves it empty. Returns the removed
+        paths; CheckpointError when one cannot be removed."""
         if not os.path.lexists(self.directory):
             return []
         if not self.directory.is_dir():
             raise CheckpointError(f"checkpoint directory {self.directory} is a regular file, not a directory")
         removed = self.remove_leftovers()
-        ours = {path for path, _ in self._scan()}
-        pointer = self.directory / _LATEST
         try:
-            if os.path.lexists(pointer) and stat.S_ISREG(os.lstat(pointer).st_mode):
-                os.unlink(pointer)
-                removed.append(pointer)
-            for entry in sorted(_list_directory(self.directory), key=lambda e: e.name):
-                path = Path(entry.path)
-                if path in ours or (entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".")
-                                    and _is_legacy_checkpoint(path)):
+            for path in self.library_entries():  # latest sorts among them; its target goes anyway
+                if path.name == _LATEST:
+                    os.unlink(path)
+                else:
                     shutil.rmtree(path)
-                    removed.append(path)
+                removed.append(path)
         except OSError as exc:
             raise CheckpointError(f"cannot remove the checkpoints in {self.directory}: "
                                   f"{describe_os_error(exc)}") from exc
