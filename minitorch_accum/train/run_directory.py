@@ -22,8 +22,10 @@ __all__ = ["CHECKPOINTS", "RUN_FILES", "RunDirectoryError", "check_run_directory
 RUN_FILES = ("metrics.jsonl", "final.safetensors")
 #: the sub-directory holding its checkpoints (see FileCheckpointer)
 CHECKPOINTS = "checkpoints"
-# temporary files an interrupted write of those leaves (this version's and earlier ones')
-_LEFTOVER_FILES = re.compile(r"final\.safetensors\.tmp|metrics\.jsonl\.tmp|\.metrics\.jsonl\.tmp-[0-9]+")
+# temporary files an interrupted write of those leaves: NAME.tmp (earlier versions) and
+# .NAME.tmp-PID (MetricsLog.truncate_after; the name to use for final.safetensors too)
+_LEFTOVER_FILES = re.compile(r"(final\.safetensors|metrics\.jsonl)\.tmp"
+                             r"|\.(final\.safetensors|metrics\.jsonl)\.tmp-[0-9]+")
 
 
 class RunDirectoryError(RuntimeError):
@@ -43,6 +45,14 @@ def require_directory(directory: Path) -> None:
             return
 
 
+def _is_empty_file(path: Path) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0
+
+
 def _run_entries(directory: Path) -> list[str]:
     """The names in ``directory`` that a run wrote (``checkpoints/`` when it holds checkpoints
     or ``latest``: a user's files in it are no run)."""
@@ -52,6 +62,8 @@ def _run_entries(directory: Path) -> list[str]:
     except OSError as exc:
         raise RunDirectoryError(f"cannot read run directory {directory}: {describe_os_error(exc)}") from exc
     for name in names:
+        if name == "metrics.jsonl" and _is_empty_file(directory / name):
+            continue  # a run that stopped before its first step (a configuration error): nothing to lose
         if name in RUN_FILES or _LEFTOVER_FILES.fullmatch(name):
             held.append(name)
         elif name == CHECKPOINTS:

@@ -35,7 +35,7 @@ def test_a_new_run_into_a_directory_holding_a_run_is_refused(tmp_path: Path, ent
     if entry == "checkpoints/":
         FileCheckpointer(tmp_path / "checkpoints").save("A", {"model": {}}, {})
     else:
-        (tmp_path / entry).write_text("")
+        (tmp_path / entry).write_text("{}\n")
     with pytest.raises(RunDirectoryError, match=rf"^run directory {tmp_path} already holds a run \({entry}\); "
                                                 r"pass --resume to continue it or --overwrite to replace it$"):
         check_run_directory(tmp_path, resume=False, overwrite=False)
@@ -46,6 +46,7 @@ def test_a_directory_without_a_run_is_accepted(tmp_path: Path) -> None:
     assert check_run_directory(tmp_path / "new", resume=False, overwrite=False) == []
     (tmp_path / "notes.txt").write_text("the user's")
     (tmp_path / "checkpoints").mkdir()  # empty: nothing to mix with
+    (tmp_path / "metrics.jsonl").write_text("")  # a run that failed before its first step
     with RunLock(tmp_path):
         assert check_run_directory(tmp_path, resume=False, overwrite=False) == []
 
@@ -53,13 +54,14 @@ def test_a_directory_without_a_run_is_accepted(tmp_path: Path) -> None:
 def test_overwrite_removes_only_what_this_library_wrote(tmp_path: Path) -> None:
     a_run(tmp_path)
     (tmp_path / "metrics.jsonl.tmp").write_text("")  # what an earlier version's interrupted truncate left
+    (tmp_path / ".final.safetensors.tmp-77").write_text("")  # and an interrupted write of final parameters
     (tmp_path / "notes.txt").write_text("the user's")
     (tmp_path / "checkpoints" / "my_backup").mkdir()
     (tmp_path / "checkpoints" / "my_backup" / "state.json").write_text("{}")
     (tmp_path / "checkpoints" / "README").write_text("the user's")
     removed = check_run_directory(tmp_path, resume=False, overwrite=True)
-    assert sorted(p.name for p in removed) == ["final.safetensors", "latest", "metrics.jsonl", "metrics.jsonl.tmp",
-                                               "step2", "step3"]
+    assert sorted(p.name for p in removed) == [".final.safetensors.tmp-77", "final.safetensors", "latest",
+                                               "metrics.jsonl", "metrics.jsonl.tmp", "step2", "step3"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints", "notes.txt"]
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["README", "my_backup"]
     # nothing of the old run is left to mix with a new one, and the user's files are no run
