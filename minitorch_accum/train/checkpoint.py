@@ -311,9 +311,10 @@ class FileCheckpointer:
         JSON would change, and CheckpointError (one line naming the path and the cause, e.g.
         "No space left on device (ENOSPC)") when the checkpoint cannot be written; then no
         partial directory is left and ``latest`` still points to the last good checkpoint."""
-        if not _is_plain_name(tag) or tag.startswith(".") or tag == _LATEST or len(tag) > 200:
-            raise ValueError(f"checkpoint tag {tag!r} must be a plain file name (no '/', not starting with '.', "
-                             f"not {_LATEST!r})")
+        # 120 characters leave room for the temporary name's prefix and suffix within NAME_MAX (255)
+        if not _is_plain_name(tag) or tag.startswith(".") or tag == _LATEST or len(tag) > 120:
+            raise ValueError(f"checkpoint tag {tag!r} must be a plain file name of at most 120 characters "
+                             f"(no '/', not starting with '.', not {_LATEST!r})")
         payloads: dict[str, bytes] = {}
         for group, tensors in arrays.items():
             if not _GROUP_NAME.fullmatch(group):

@@ -107,6 +107,14 @@ def test_state_that_json_would_change_is_refused_when_saving(tmp_path: Path, bad
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("tag, group", [("../escape", "model"), ("/tmp/escape", "model"), ("latest", "model"),
+                                        (".hidden", "model"), ("A", "../escape"), ("A", "state.json/x")])
+def test_a_tag_or_group_that_is_not_a_plain_name_is_refused(tmp_path: Path, tag: str, group: str) -> None:
+    with pytest.raises(ValueError, match="must be a plain"):
+        FileCheckpointer(tmp_path / "checkpoints").save(tag, {group: arrays(1)["model"]}, state(1))
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("key", ["format", "groups", "state", "tag", "sequence", "directory", "record_sha256"])
 def test_a_missing_key_in_state_json_is_a_clear_error(tmp_path: Path, key: str) -> None:
     ckpt = two_checkpoints(tmp_path)
