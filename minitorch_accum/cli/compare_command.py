@@ -24,7 +24,7 @@ def compare_runs(args: Any, out: Path) -> list[dict[str, Any]]:
         slug = f"b{micro}_k{accum}"
         print(f"--- {label}: micro-batch {micro}, k={accum}")
         start = time.perf_counter()
-        history = run_training(args, out / slug, micro, accum, args.progress)
+        history = run_training(args, out / slug, micro, accum, args.progress, overwrite=True)  # compare re-runs
         seconds = time.perf_counter() - start
         items, curve = 0, []
         for record in history.steps:

@@ -72,7 +72,7 @@ def _rank_device(device: str) -> str:
 
 
 def run_training(args: Any, out: Path, micro_batch: int, accum: int, progress: str, resume: bool = False,
-                 checkpoint_every: int | None = None) -> History:
+                 checkpoint_every: int | None = None, overwrite: bool = False) -> History:
     """One training run of a built-in task; the same seed gives the same initial model and order."""
     if micro_batch <= 0:
         raise ValueError(f"--micro-batch must be positive, got {micro_batch}")
@@ -100,14 +100,16 @@ def run_training(args: Any, out: Path, micro_batch: int, accum: int, progress: s
     learner = builder.build(task.model, make_optimizer(args.optimizer, args.lr))
     train = DataLoader(task.train, micro_batch, shuffle=True, seed=args.seed)
     valid = DataLoader(task.valid, 512, shuffle=False)
-    _, history = learner.fit(train, valid, resume=resume)
+    _, history = learner.fit(train, valid, resume=resume, overwrite=overwrite)
     return history
 
 
 def train_command(args: Any) -> int:
     out = Path(args.out)
+    if args.resume and args.overwrite:
+        raise ValueError("--resume continues the run in --out and --overwrite replaces it: give one of them")
     history = run_training(args, out, args.micro_batch, args.accum, args.progress, resume=args.resume,
-                           checkpoint_every=args.checkpoint_every)
+                           checkpoint_every=args.checkpoint_every, overwrite=args.overwrite)
     if history.rank != 0:
         return 0  # rank 0 reports for the job
     last = history.valid[-1] if history.valid else {}

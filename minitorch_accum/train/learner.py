@@ -8,7 +8,9 @@ partial window at the end of an epoch is stepped and normalized by what it holds
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,10 +34,13 @@ from minitorch_accum.distributed.parameter_sync import broadcast_parameters, par
 from minitorch_accum.nn import Module
 from minitorch_accum.optim import Optimizer, clip_grad_norm
 from minitorch_accum.optim.lr_scheduler import LRScheduler
-from minitorch_accum.train.checkpoint import FileCheckpointer
+from minitorch_accum.train.checkpoint import CheckpointError, FileCheckpointer
+from minitorch_accum.train.durable_files import describe_os_error, replace_file_atomically
 from minitorch_accum.train.memory_budget import MemoryPlan, plan_micro_batch
 from minitorch_accum.train.metrics import MetricsLog
 from minitorch_accum.train.progress import Progress, make_progress
+from minitorch_accum.train.run_directory import RunDirectoryError, check_run_directory
+from minitorch_accum.train.run_lock import RunLock
 from minitorch_accum.train.run_settings import (
     SettingsMismatchError,
     compare_settings,
@@ -176,6 +181,7 @@ class Learner:
         self._window = _Window()
         self._validated = True
         self._stop = StopRequest()
+        self._log: MetricsLog | None = None
 
     @staticmethod
     def _check_distributed(config: LearnerConfig) -> None:
@@ -245,26 +251,43 @@ class Learner:
         return loader.with_batch_size(plan.micro_batch)
 
     # ------------------------------------------------------------------ fit
-    def fit(self, train_loader: DataLoader, valid_loader: DataLoader | None = None,
-            resume: bool = False) -> tuple[Module, History]:
-        """Train for ``num_epochs``; returns (model, history). With ``resume=True`` the latest
-        checkpoint in the directory is restored first and training continues from it.
+    def fit(self, train_loader: DataLoader, valid_loader: DataLoader | None = None, resume: bool = False,
+            overwrite: bool = False) -> tuple[Module, History]:
+        """Train for ``num_epochs``; returns (model, history).
 
-        Ctrl-C or SIGTERM finishes the micro-batch (data-parallel: the window), saves a
-        checkpoint and raises TrainingInterrupted (a KeyboardInterrupt)."""
+        ``resume=True`` restores the latest intact checkpoint in the directory and goes on from
+        it; a new run into a directory that already holds one is refused unless ``overwrite``
+        (which removes only what this library wrote there). One run at a time holds the
+        directory's lock. Ctrl-C or SIGTERM finishes the micro-batch (data-parallel: the
+        window), saves a checkpoint and raises TrainingInterrupted (a KeyboardInterrupt)."""
+        with contextlib.ExitStack() as hold:
+            failure: Exception | None = None
+            if self.is_main:  # rank 0 alone owns the directory
+                try:
+                    hold.enter_context(RunLock(self.directory))
+                    check_run_directory(self.directory, resume=resume, overwrite=overwrite)
+                except (RunDirectoryError, CheckpointError, OSError) as error:
+                    failure = error
+            if self.comm.agree(failure is not None):  # every rank stops, none waits in a collective
+                raise failure if failure is not None else RunDirectoryError(
+                    f"rank 0 could not start the run in {self.directory} (see its message)")
+            return self._fit(train_loader, valid_loader, resume)
+
+    def _fit(self, train_loader: DataLoader, valid_loader: DataLoader | None, resume: bool) -> tuple[Module, History]:
         config = self.config
-        if self.is_main:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        log = MetricsLog(self.directory / "metrics.jsonl") if self.is_main else None
+        self._log = log = MetricsLog(self.directory / "metrics.jsonl") if self.is_main else None
         if config.memory_budget is not None:
             train_loader = self._plan_memory(train_loader)
         progress = make_progress(config.progress if self.is_main else "none", metrics=config.metrics)
         self._settings = self.settings(train_loader)
+        notes: list[str] = []
         start_epoch, start_batch = 0, 0
         if resume:
-            start_epoch, start_batch = self._restore(train_loader, progress)
+            start_epoch, start_batch = self._restore(train_loader, progress, notes)
             if log is not None:
-                log.truncate_after(self.step)
+                torn = log.truncate_after(self.step)
+                if torn is not None:
+                    notes.append(torn)
                 self.history.steps = [r for r in log.records if r.get("kind") == "train"]
                 self.history.valid = [r for r in log.records if r.get("kind") == "valid"]
         else:
@@ -277,6 +300,8 @@ class Learner:
                     for e in range(config.num_epochs))
         where = f", {self.world_size} ranks" if self.world_size > 1 else ""
         progress.start(total, f"training ({config.reduction}, fusion={config.fusion}{where})")
+        for note in notes:
+            progress.message(note)
         self._position = (start_epoch, start_batch)
         try:
             with self._stop.installed():
@@ -472,6 +497,8 @@ class Learner:
         }
         arrays = {"model": self.step_model.to_record(), "optimizer": opt_arrays,
                   "accumulator": acc_state["arrays"]}
+        if self._log is not None:
+            self._log.sync()  # the log holds every step the checkpoint covers
         return self.checkpointer.save(f"step{self.step:07d}-epoch{epoch:04d}-batch{next_batch:06d}", arrays, state)
 
     def _adopt_settings(self, state: dict[str, Any], loader: DataLoader, progress: Progress) -> None:
@@ -511,8 +538,14 @@ class Learner:
         if changes:
             progress.message(f"resuming with changed settings: {describe_changes(changes)}")
 
-    def _restore(self, loader: DataLoader, progress: Progress) -> tuple[int, int]:
-        loaded = self.checkpointer.load() if self.is_main else None
+    def _restore(self, loader: DataLoader, progress: Progress, notes: list[str]) -> tuple[int, int]:
+        loaded = None
+        if self.is_main:
+            checkpoint = self.checkpointer.load_checkpoint(require=("model", "optimizer", "accumulator"))
+            if checkpoint.message is not None:
+                notes.append(checkpoint.message)  # latest was damaged: an older intact one is used
+            loaded = (checkpoint.arrays, checkpoint.state)
+            self._restored_from = checkpoint.path
         arrays, state = share_checkpoint(self.comm, loaded) if self.world_size > 1 else loaded
         self._adopt_settings(state, loader, progress)
         self.step_model.load_record(arrays["model"])
@@ -539,14 +572,16 @@ class Learner:
         epoch, next_batch = int(state["epoch"]), int(state["next_batch"])
         if next_batch >= len(loader):
             epoch, next_batch = epoch + 1, 0
-        progress.message(f"resumed from step {self.step} (epoch {epoch}, micro-batch {next_batch}) of "
-                         f"{self.checkpointer.latest()}")
+        notes.insert(0, f"resumed from step {self.step} (epoch {epoch}, micro-batch {next_batch})"
+                        + (f" of {self._restored_from}" if self.is_main else ""))
         return epoch, next_batch
 
     def _save_final(self) -> None:
-        from safetensors.numpy import save_file
+        from safetensors.numpy import save
 
         path = self.directory / "final.safetensors"
-        tmp = path.with_suffix(".safetensors.tmp")
-        save_file(self.model.to_record(), str(tmp))
-        tmp.replace(path)
+        try:
+            replace_file_atomically(path, save(self.model.to_record()),
+                                    path.with_name(f".final.safetensors.tmp-{os.getpid()}"))
+        except OSError as error:
+            raise RunDirectoryError(f"cannot write {path}: {describe_os_error(error)}") from error

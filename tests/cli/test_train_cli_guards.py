@@ -1,0 +1,52 @@
+"""maccum train at its edges: help, refusals, warnings, what it says it wrote, exit statuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from minitorch_accum.cli import main
+
+SMALL = ["--dataset", "digits", "--micro-batch", "256", "--accum", "2", "--epochs", "1", "--progress", "none"]
+
+
+def test_help_shows_a_line_and_the_default_of_every_option(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = capsys.readouterr().out
+    for option, default in [("--accum", "8"), ("--micro-batch", "32"), ("--lr", "0.003"), ("--dtype", "float32"),
+                            ("--checkpoint-every", "10"), ("--distributed", "auto")]:
+        assert option in text and f"(default: {default})" in text, option
+    assert "--overwrite" in text and "--allow-config-change" in text and "--compensated" in text
+
+
+def test_wrote_checkpoints_is_said_only_when_it_did(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["train", *SMALL, "--out", str(tmp_path / "none"), "--checkpoint-every", "0"]) == 0
+    said = capsys.readouterr().out
+    assert "final.safetensors" in said and "checkpoints in" not in said
+    assert main(["train", *SMALL, "--out", str(tmp_path / "some"), "--checkpoint-every", "1"]) == 0
+    assert "checkpoints in" in capsys.readouterr().out
+
+
+def test_a_micro_batch_larger_than_the_dataset_warns(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["train", *SMALL[:2], "--micro-batch", "5000", "--accum", "1", "--epochs", "1", "--progress", "none",
+                 "--out", str(tmp_path)]) == 0
+    assert "--micro-batch 5000 is larger than the 1438 training items" in capsys.readouterr().err
+
+
+def test_refusals_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    file = tmp_path / "a-file"
+    file.write_text("mine")
+    assert main(["train", *SMALL, "--out", str(file)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a regular file" in err and file.read_text() == "mine"
+    assert main(["train", *SMALL, "--out", str(tmp_path / "run"), "--checkpoint-every", "1"]) == 0
+    assert main(["train", *SMALL, "--out", str(tmp_path / "run")]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert main(["train", *SMALL, "--out", str(tmp_path / "run"), "--resume", "--overwrite"]) == 2
+    assert "give one of them" in capsys.readouterr().err
+    assert main(["train", *SMALL, "--out", str(tmp_path / "run"), "--resume", "--lr", "0.1"]) == 2
+    assert "run.lr 0.003 -> 0.1" in capsys.readouterr().err
+    assert main(["train", *SMALL, "--out", str(tmp_path / "run"), "--resume", "--lr", "0.1",
+                 "--allow-config-change"]) == 0

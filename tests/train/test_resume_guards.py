@@ -1,0 +1,129 @@
+"""Resume that cannot be fooled: other settings, a run already in the directory, a kill at an
+epoch's end, a torn metrics line, and what an interrupted run reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minitorch_accum import optim
+from minitorch_accum.data import DataLoader
+from minitorch_accum.train import (
+    Classifier,
+    LearnerBuilder,
+    RunDirectoryError,
+    SettingsMismatchError,
+    TrainingInterrupted,
+)
+from tests.train.test_learner import InterruptAt, dataset, model
+
+
+def _builder(directory: Path, k: int = 2) -> LearnerBuilder:
+    return (LearnerBuilder(directory).num_epochs(2).grads_accumulation(k).progress("plain")
+            .with_file_checkpointer(every_steps=1))
+
+
+def _interrupted_run(directory: Path, at: int, k: int = 2, signum: int = signal.SIGINT) -> TrainingInterrupted:
+    learner = _builder(directory, k).build(SignalAt(model(), at, signum), optim.AdamW(lr=0.01))
+    with pytest.raises(TrainingInterrupted) as stopped:
+        learner.fit(DataLoader(dataset(), 10), DataLoader(dataset(30, seed=4), 10, shuffle=False))
+    return stopped.value
+
+
+class SignalAt(InterruptAt):
+    def __init__(self, module: object, at: int, signum: int) -> None:
+        super().__init__(module, at)
+        self.signum = signum
+
+    def train_step(self, batch: object) -> object:
+        self.calls += 1
+        if self.calls == self.at:
+            os.kill(os.getpid(), self.signum)
+        return Classifier.train_step(self, batch)
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (lambda b: b.grads_accumulation(5), "window_micro_batches 2 -> 5"),
+    (lambda b: b.fusion("leaf"), "fusion 'gemm' -> 'leaf'"),
+    (lambda b: b.reduction("mean"), "reduction 'items' -> 'mean'"),
+    (lambda b: b.accum_dtype("float64"), "accum_dtype 'float32' -> 'float64'"),
+])
+def test_resume_with_other_settings_is_refused_naming_each(tmp_path: Path, change: object, named: str) -> None:
+    _interrupted_run(tmp_path, at=3)
+    changed = change(_builder(tmp_path)).build(model(), optim.AdamW(lr=0.01))
+    with pytest.raises(SettingsMismatchError, match=r"was written with other settings: .*" + named.replace("(", r"\(")):
+        changed.fit(DataLoader(dataset(), 10), resume=True)
+
+
+def test_resume_with_another_optimizer_learning_rate_or_micro_batch_is_refused(tmp_path: Path) -> None:
+    _interrupted_run(tmp_path, at=3)
+    with pytest.raises(SettingsMismatchError, match=r"optimizer.lr 0.01 -> 0.02"):
+        _builder(tmp_path).build(model(), optim.AdamW(lr=0.02)).fit(DataLoader(dataset(), 10), resume=True)
+    with pytest.raises(SettingsMismatchError, match=r"optimizer.type 'AdamW' -> 'SGD'"):
+        _builder(tmp_path).build(model(), optim.SGD(0.01)).fit(DataLoader(dataset(), 10), resume=True)
+    with pytest.raises(SettingsMismatchError, match=r"micro_batch 10 -> 5"):
+        _builder(tmp_path).build(model(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 5), resume=True)
+
+
+def test_an_allowed_change_says_what_changes_and_uses_the_new_learning_rate(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    _interrupted_run(tmp_path, at=3)
+    capsys.readouterr()
+    learner = _builder(tmp_path).allow_config_change().build(model(), optim.AdamW(lr=0.02))
+    _, history = learner.fit(DataLoader(dataset(), 10), resume=True)
+    assert "resuming with changed settings: optimizer.lr 0.01 -> 0.02" in capsys.readouterr().out
+    assert learner.optimizer.lr == 0.02
+    assert history.steps[-1]["lr"] == 0.02
+
+
+def test_a_new_run_into_a_run_directory_is_refused_and_overwrite_replaces_it(tmp_path: Path) -> None:
+    _builder(tmp_path).build(model(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10))
+    before = (tmp_path / "metrics.jsonl").read_text()
+    with pytest.raises(RunDirectoryError, match=r"already holds a run .*--resume .*--overwrite"):
+        _builder(tmp_path).build(model(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10))
+    assert (tmp_path / "metrics.jsonl").read_text() == before  # nothing the user had was touched
+    _builder(tmp_path, k=5).build(model(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10), overwrite=True)
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert {r["micro_batches"] for r in lines if r["kind"] == "train"} == {5}
+
+
+def test_a_kill_at_an_epochs_end_keeps_that_epochs_validation(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # 10 micro-batches per epoch, k = 2: the signal during micro-batch 10 stops after the epoch's
+    # last step, before its validation ran
+    stop = _interrupted_run(tmp_path, at=10)
+    assert stop.exit_status == 130
+    state = json.loads((Path(stop.checkpoint) / "state.json").read_text())
+    assert state["state"]["validated"] is False
+    capsys.readouterr()
+    learner = _builder(tmp_path).build(model(), optim.AdamW(lr=0.01))
+    _, history = learner.fit(DataLoader(dataset(), 10), DataLoader(dataset(30, seed=4), 10, shuffle=False),
+                             resume=True)
+    assert "resumed from step 5 (epoch 1, micro-batch 0)" in capsys.readouterr().out
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["epoch"], r["step"]) for r in lines if r["kind"] == "valid"] == [(0, 5), (1, 10)]
+    assert [r["epoch"] for r in history.valid] == [0, 1]
+
+
+def test_sigterm_stops_with_status_143_after_a_checkpoint(tmp_path: Path) -> None:
+    stop = _interrupted_run(tmp_path, at=3, signum=signal.SIGTERM)
+    assert stop.exit_status == 143 and stop.signum == signal.SIGTERM
+    assert Path(stop.checkpoint).is_dir()
+
+
+def test_a_torn_metrics_line_does_not_block_resume(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    _interrupted_run(tmp_path, at=3)
+    with (tmp_path / "metrics.jsonl").open("a") as log:
+        log.write('{"kind": "train", "epo')  # the kill came while a line was written
+    capsys.readouterr()
+    final, history = _builder(tmp_path).build(model(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10),
+                                                                                 resume=True)
+    assert "torn last line" in capsys.readouterr().out
+    assert [r["step"] for r in history.steps] == list(range(1, 11))
+    reference, _ = _builder(tmp_path / "ref").build(model(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10))
+    for (name, a), (_, b) in zip(reference.named_parameters(), final.named_parameters(), strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
