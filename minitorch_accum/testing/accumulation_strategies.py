@@ -17,28 +17,40 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from minitorch_accum.testing.cases import ACTIVATIONS, Case, ModelSpec
+from minitorch_accum.testing.cases import ACTIVATIONS, TIES, Case, ModelSpec
 
-__all__ = ["cases", "model_specs", "splits"]
+__all__ = ["TIES", "UNTIED", "cases", "model_specs", "spare_steps", "splits"]
 
 FUSIONS = ("leaf", "gemm", "none")
+#: ``ties`` default: untied models only, since a model that uses a parameter twice cannot be
+#: mirrored layer by layer (into PyTorch, say); pass ``ties=TIES`` to draw tied ones too
+UNTIED = ("none",)
 
 
 @st.composite
 def model_specs(draw: Any, kinds: Sequence[str] = ("mlp", "embedding"), max_depth: int = 3,
-                layer_norm: bool | None = None) -> ModelSpec:
-    """MLPs of depth 1-3 (ReLU, GELU or Tanh, optionally LayerNorm'd) or Embedding + Linear heads."""
+                layer_norm: bool | None = None, ties: Sequence[str] = UNTIED) -> ModelSpec:
+    """MLPs of depth 1-3 (ReLU, GELU or Tanh, optionally LayerNorm'd) or Embedding + Linear heads;
+    with ``ties``, models whose first block uses one weight twice (see ``ModelSpec.tie``)."""
     kind = draw(st.sampled_from(list(kinds)))
     classes = draw(st.integers(2, 5))
     seed = draw(st.integers(0, 2**16))
+    tie = draw(st.sampled_from(list(ties)))
     if kind == "embedding":
+        activation = draw(st.sampled_from(sorted(ACTIVATIONS))) if tie != "none" else "tanh"
         return ModelSpec(kind="embedding", widths=(draw(st.integers(2, 6)), classes), vocab=draw(st.integers(2, 9)),
-                         seq_len=draw(st.integers(1, 5)), seed=seed)
+                         seq_len=draw(st.integers(1, 5)), seed=seed, tie=tie, activation=activation)
     depth = draw(st.integers(1, max_depth))
     widths = (draw(st.integers(1, 6)), *(draw(st.integers(2, 8)) for _ in range(depth - 1)), classes)
     norm = draw(st.booleans()) if layer_norm is None else layer_norm
     return ModelSpec(kind="mlp", widths=widths, activation=draw(st.sampled_from(sorted(ACTIVATIONS))),
-                     layer_norm=norm and depth > 1, seed=seed)
+                     layer_norm=norm and depth > 1, seed=seed, tie=tie)
+
+
+def spare_steps(max_spare: int = 3) -> st.SearchStrategy[int]:
+    """How many more micro-batches the window could hold than it is given: 0 (a full window)
+    about half the time, else 1 to ``max_spare`` (a partial window, closed early)."""
+    return st.one_of(st.just(0), st.integers(1, max_spare))
 
 
 @st.composite
@@ -62,13 +74,18 @@ def splits(draw: Any, min_items: int = 1, max_items: int = 24, max_parts: int = 
 def cases(draw: Any, dtypes: Sequence[str] = ("float64",), reductions: Sequence[str] = ("items", "sum"),
           fusions: Sequence[str] = FUSIONS, compensated: bool | None = None,
           kinds: Sequence[str] = ("mlp", "embedding"), max_items: int = 24, even: bool | None = None,
-          layer_norm: bool | None = None) -> Case:
+          layer_norm: bool | None = None, ties: Sequence[str] = UNTIED, partial: bool | None = None) -> Case:
     """A whole comparison: model, split, reduction, fusion, dtype (parameters and activations;
-    16-bit gradients go to a float32 arena) and whether the arena is compensated."""
+    16-bit gradients go to a float32 arena), whether the arena is compensated, and the
+    Accumulator's k: the number of micro-batches (a full window) or up to 3 more (a partial
+    window, closed early). ``partial``: True only partial windows, False only full ones,
+    None both."""
     fusion = draw(st.sampled_from(list(fusions)))
     comp = draw(st.booleans()) if compensated is None else compensated
-    return Case(model=draw(model_specs(kinds=kinds, layer_norm=layer_norm)),
-                sizes=draw(splits(max_items=max_items, even=even)),
+    model = draw(model_specs(kinds=kinds, layer_norm=layer_norm, ties=ties))
+    sizes = draw(splits(max_items=max_items, even=even))
+    spare = 0 if partial is False else draw(st.integers(1, 3) if partial else spare_steps())
+    return Case(model=model, sizes=sizes,
                 reduction=draw(st.sampled_from(list(reductions))), fusion=fusion,
                 dtype=draw(st.sampled_from(list(dtypes))), compensated=comp and fusion != "none",
-                data_seed=draw(st.integers(0, 2**16)))
+                data_seed=draw(st.integers(0, 2**16)), steps=len(sizes) + spare if spare else None)

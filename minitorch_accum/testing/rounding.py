@@ -16,7 +16,10 @@ case's weights and data, and doubles it for the two sides:
   bound of zero may switch, costing the whole incoming gradient there;
 * softmax's error is bounded by p (2 max_row delta_z + (C + 4) u).
 
-The window adds k micro-batch sums (k u sum_j |G_j|) and scales once (u |G|).
+The window adds k micro-batch sums (k u sum_j |G_j|) and scales once (u |G|). A
+parameter used twice (a Linear applied twice, a Param shared by two layers) gets the
+sum of its uses' bounds, gamma_uses over their contributions for adding them, and
+k * uses terms in the window sum.
 Only models built from Linear, ReLU/Tanh/GELU and Embedding are covered: LayerNorm's
 backward subtracts nearly equal terms when a row's variance approaches eps, so its
 error depends on a conditioning this analysis does not model (the float64
@@ -58,33 +61,37 @@ def _activation(layer: Module, z: np.ndarray, dz_err: np.ndarray, u: float) -> t
     raise ValueError(f"rounding_bound: no error model for {type(layer).__name__}")
 
 
-def _single_computation(case: Case, weights: list[np.ndarray], layers: list[Module], x: np.ndarray,
-                        y: np.ndarray, u: float, scale: float) -> list[np.ndarray]:
-    """Error bound, per parameter (model order), of one float computation of the normalized gradient."""
+def _single_computation(weights: dict[int, np.ndarray], layers: list[Module], x: np.ndarray, y: np.ndarray,
+                        u: float, scale: float) -> tuple[dict[int, np.ndarray], dict[int, list[np.ndarray]]]:
+    """Error bound, per parameter (by id), of one float computation of the normalized gradient,
+    and every use's contribution to that gradient (float64), per parameter.
+
+    ``layers`` is the order of application: a layer applied twice appears twice, and two
+    layers may hold one Param; the contributions of a parameter's uses are added up in some
+    order, costing gamma_uses * sum |contribution| more."""
     n_rows = y.size
     # ---------------------------------------------------------------- forward
-    params = iter(weights)
     h = x
     h_err = np.zeros_like(x, dtype=np.float64)
     saved = []
     rows_index = None
     for layer in layers:
         if isinstance(layer, Embedding):
-            table = next(params)
+            table = weights[id(layer.weight)]
             rows_index = x.reshape(-1)
             h = table[x]
             h_err = u * np.abs(h)  # the table itself is stored rounded
-            saved.append(("embedding", table, None))
+            saved.append(("embedding", layer, table))
         elif isinstance(layer, Linear):
-            w, b = next(params), next(params)
+            w, b = weights[id(layer.weight)], weights[id(layer.bias)]
             fan = w.shape[0]
             z = h @ w + b
             z_err = _gamma(fan + 1, u) * (np.abs(h) @ np.abs(w) + np.abs(b)) + h_err @ np.abs(w)
-            saved.append(("linear", (h, h_err, w), None))
+            saved.append(("linear", layer, (h, h_err, w)))
             h, h_err = z, z_err
         else:
             value, err, derivative, curvature = _activation(layer, h, h_err, u)
-            saved.append(("activation", (h, h_err, derivative, curvature, layer), None))
+            saved.append(("activation", layer, (h, h_err, derivative, curvature)))
             h, h_err = value, err
     logits, logits_err = h.reshape(-1, h.shape[-1]), h_err.reshape(-1, h.shape[-1])
     targets = y.reshape(-1)
@@ -100,8 +107,14 @@ def _single_computation(case: Case, weights: list[np.ndarray], layers: list[Modu
     dz = dz.reshape(h.shape)
     dz_err = dz_err.reshape(h.shape)
     # --------------------------------------------------------------- backward
-    errors: list[np.ndarray] = []
-    for kind, stored, _ in reversed(saved):
+    errors: dict[int, np.ndarray] = {}
+    contributions: dict[int, list[np.ndarray]] = {}
+
+    def add(param: object, error: np.ndarray, contribution: np.ndarray) -> None:
+        errors[id(param)] = errors.get(id(param), 0.0) + error
+        contributions.setdefault(id(param), []).append(contribution)
+
+    for kind, layer, stored in reversed(saved):
         if kind == "linear":
             h_in, h_in_err, w = stored
             flat_h, flat_he = h_in.reshape(-1, w.shape[0]), h_in_err.reshape(-1, w.shape[0])
@@ -110,12 +123,13 @@ def _single_computation(case: Case, weights: list[np.ndarray], layers: list[Modu
             dw_err = _gamma(rows, u) * (np.abs(flat_h).T @ np.abs(flat_dz)) + flat_he.T @ np.abs(flat_dz) \
                 + np.abs(flat_h).T @ flat_dze
             db_err = _gamma(rows, u) * np.abs(flat_dz).sum(axis=0) + flat_dze.sum(axis=0)
-            errors = [dw_err, db_err, *errors]
+            add(layer.weight, dw_err, flat_h.T @ flat_dz)
+            add(layer.bias, db_err, flat_dz.sum(axis=0))
             new_dz = dz @ w.T
             new_err = _gamma(w.shape[1], u) * (np.abs(dz) @ np.abs(w).T) + dz_err @ np.abs(w).T
             dz, dz_err = new_dz, new_err
         elif kind == "activation":
-            z, z_err, derivative, curvature, layer = stored
+            z, z_err, derivative, curvature = stored
             ambiguous = (np.abs(z) <= z_err) if isinstance(layer, ReLU) else np.zeros(z.shape, bool)
             new_dz = dz * derivative
             new_err = dz_err * np.abs(derivative) + np.abs(dz) * curvature * z_err + 4 * u * np.abs(new_dz) \
@@ -123,46 +137,45 @@ def _single_computation(case: Case, weights: list[np.ndarray], layers: list[Modu
             dz, dz_err = new_dz, new_err
         else:  # embedding: rows of dz scatter-added into the table
             table = stored
-            flat = np.abs(dz).reshape(-1, table.shape[1])
+            flat = dz.reshape(-1, table.shape[1])
             flat_err = dz_err.reshape(-1, table.shape[1])
             magnitude = np.zeros_like(table)
             propagated = np.zeros_like(table)
-            np.add.at(magnitude, rows_index, flat)
+            gradient = np.zeros_like(table)
+            np.add.at(magnitude, rows_index, np.abs(flat))
             np.add.at(propagated, rows_index, flat_err)
-            errors = [_gamma(n_rows, u) * magnitude + propagated, *errors]
-    return errors
+            np.add.at(gradient, rows_index, flat)
+            add(layer.weight, _gamma(n_rows, u) * magnitude + propagated, gradient)
+    for key, parts in contributions.items():
+        if len(parts) > 1:  # a tied parameter: its uses' contributions are summed
+            errors[key] = errors[key] + _gamma(len(parts), u) * sum(np.abs(c) for c in parts)
+    return errors, contributions
 
 
 def rounding_bound(case: Case, model: Module) -> dict[str, np.ndarray]:
-    """Elementwise bound on |window - full batch| for ``case``, by parameter name of ``model``."""
+    """Elementwise bound on |window - full batch| for ``case``, by parameter name of ``model``.
+
+    ``model`` is a Sequential in order of application (a Linear applied twice appears twice;
+    a Param shared by two layers is one parameter); a partial window is bounded by what it
+    holds, ``len(case.sizes)`` micro-batches."""
     if case.model.layer_norm or case.model.batch_norm:
         raise ValueError("rounding_bound: LayerNorm/BatchNorm models are not covered (see the module docstring)")
     u = UNIT_ROUNDOFF[case.dtype]
-    weights = [np.asarray(p.numpy(), dtype=np.float64) for p in model.parameters()]
+    named = list(model.named_parameters())
+    weights = {id(p): np.asarray(p.numpy(), dtype=np.float64) for _, p in named}
     layers = list(model)
     x, y = case.batch()
     items = int((y != PAD).sum())
     scale = 1.0 if case.reduction == "sum" else 1.0 / max(items, 1)
-    total = [2.0 * e for e in _single_computation(case, weights, layers, x, y, u, scale)]
-    # the window's own arithmetic: k partial sums added, then one scaling pass
+    errors, contributions = _single_computation(weights, layers, x, y, u, scale)
+    total = {key: 2.0 * e for key, e in errors.items()}
+    # the window's own arithmetic: k micro-batches of `uses` contributions each added into the
+    # window (gamma_{k uses} over every term), then one scaling pass
     k = len(case.sizes)
     for part in case.slices():
-        part_errors = _magnitudes(case, weights, layers, x[part], y[part], scale)
-        total = [t + k * u * m for t, m in zip(total, part_errors, strict=True)]
-    full_magnitude = _magnitudes(case, weights, layers, x, y, scale)
-    total = [t + u * m for t, m in zip(total, full_magnitude, strict=True)]
-    return {name: t for (name, _), t in zip(model.named_parameters(), total, strict=True)}
-
-
-def _magnitudes(case: Case, weights: list[np.ndarray], layers: list[Module], x: np.ndarray, y: np.ndarray,
-                scale: float) -> list[np.ndarray]:
-    """|G| per parameter for a (micro-)batch: its error bound with u = 1 dominates it, so the
-    u = 0 limit of the analysis is not needed; the absolute gradient is what the sum adds."""
-    from minitorch_accum.autodiff import tensor
-    from minitorch_accum.nn import functional as F
-
-    exact = case.model.build("float64")
-    exact.load_record({name: w for (name, _), w in zip(exact.named_parameters(), weights, strict=True)})
-    inputs = x if case.model.kind == "embedding" else tensor(x, dtype="float64")
-    grads = F.cross_entropy(exact(inputs), y, reduction="sum").backward()
-    return [np.abs(np.asarray(grads[p])) * scale for p in exact.parameters()]
+        _, part_contributions = _single_computation(weights, layers, x[part], y[part], u, scale)
+        for key, parts in part_contributions.items():
+            total[key] = total[key] + k * len(parts) * u * sum(np.abs(c) for c in parts)
+    for key, parts in contributions.items():
+        total[key] = total[key] + u * np.abs(sum(parts))
+    return {name: total[id(p)] for name, p in named}

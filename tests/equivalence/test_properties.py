@@ -1,20 +1,22 @@
 """The proof, property by property, that k micro-batches give the gradient of one big batch,
 and where they do not. Each test's name states its property; docs/equivalence.md explains
-each tolerance.
+each tolerance. Every property draws partial windows (k greater than the micro-batches
+given, closed early) and models that use a parameter twice (``ModelSpec.tie``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, note
+from hypothesis import assume, find, given, note
 from hypothesis import strategies as st
 
 from minitorch_accum import kernels, optim
 from minitorch_accum.accum import Accumulator
+from minitorch_accum.nn import Linear
 from minitorch_accum.nn import functional as F
 from minitorch_accum.testing import Case, ModelSpec, run_full_batch, run_window
-from minitorch_accum.testing.accumulation_strategies import cases, model_specs, splits
+from minitorch_accum.testing.accumulation_strategies import TIES, cases, model_specs, spare_steps, splits
 from minitorch_accum.testing.rounding import rounding_bound
 
 
@@ -34,7 +36,7 @@ def max_gap(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
 
 
 # 1 -----------------------------------------------------------------------------------------
-@given(cases(dtypes=("float64",)))
+@given(cases(dtypes=("float64",), ties=TIES))
 def test_window_grad_equals_full_batch_in_float64(case: Case) -> None:
     """float64: only summation order differs, so 1e-10 is thousands of times the observed gap."""
     model, acc = run_window(case)
@@ -44,7 +46,7 @@ def test_window_grad_equals_full_batch_in_float64(case: Case) -> None:
     assert max_gap(window, full) <= 1e-10
 
 
-@given(cases(dtypes=("float32", "bfloat16"), max_items=16, layer_norm=False))
+@given(cases(dtypes=("float32", "bfloat16"), max_items=16, layer_norm=False, ties=TIES))
 def test_window_grad_is_within_the_rounding_bound_in_float32_and_bf16(case: Case) -> None:
     """Tolerance: the running error analysis of ``minitorch_accum.testing.rounding`` (Higham's
     gamma_n bounds for every sum, first-order propagation, the window's k additions and its
@@ -63,18 +65,19 @@ def test_window_grad_is_within_the_rounding_bound_in_float32_and_bf16(case: Case
 @pytest.mark.parametrize("make_optimizer", [lambda: optim.SGD(0.1, momentum=0.9, nesterov=True),
                                             lambda: optim.AdamW(lr=0.01, weight_decay=0.1)],
                          ids=["sgd-momentum", "adamw"])
-@given(spec=model_specs(), k=st.integers(1, 5), b=st.integers(1, 6), steps=st.integers(1, 3),
-       fusion=st.sampled_from(["leaf", "gemm", "none"]))
+@given(spec=model_specs(ties=TIES), k=st.integers(1, 5), b=st.integers(1, 6), steps=st.integers(1, 3),
+       fusion=st.sampled_from(["leaf", "gemm", "none"]), spare=spare_steps())
 def test_parameters_after_n_steps_equal_between_k_x_b_and_k_times_b(make_optimizer, spec: ModelSpec, k: int, b: int,
-                                                                     steps: int, fusion: str) -> None:
-    """k x b and k*b through the Accumulator, and k*b through a plain backward() with no
-    accumulator at all (the independent reference), end at the same parameters."""
+                                                                     steps: int, fusion: str, spare: int) -> None:
+    """k x b and k*b through the Accumulator (each window ``spare`` micro-batches short of
+    its k when spare > 0), and k*b through a plain backward() with no accumulator at all
+    (the independent reference), end at the same parameters."""
     results = []
     for micro, windows in ((b, k), (k * b, 1)):
-        case = Case(model=spec, sizes=(micro,) * windows, fusion=fusion)
+        case = Case(model=spec, sizes=(micro,) * windows, fusion=fusion, steps=windows + spare)
         model = spec.build("float64")
         opt = make_optimizer()
-        acc = Accumulator(model, steps=windows, fusion=fusion, accum_dtype="float64")
+        acc = Accumulator(model, steps=case.window_steps, fusion=fusion, accum_dtype="float64")
         for step in range(steps):
             run_window(case.with_(data_seed=step), model, accumulator=acc)
             opt.step(model, acc)
@@ -93,7 +96,7 @@ def test_parameters_after_n_steps_equal_between_k_x_b_and_k_times_b(make_optimiz
 
 
 # 3 -----------------------------------------------------------------------------------------
-@given(case=cases(), data=st.data())
+@given(case=cases(ties=TIES), data=st.data())
 def test_the_order_of_micro_batches_does_not_matter(case: Case, data: st.DataObject) -> None:
     order = data.draw(st.permutations(range(len(case.sizes))))
     model, acc = run_window(case)
@@ -103,12 +106,13 @@ def test_the_order_of_micro_batches_does_not_matter(case: Case, data: st.DataObj
 
 
 # 4 -----------------------------------------------------------------------------------------
-@given(case=cases(), data=st.data())
+@given(case=cases(ties=TIES), data=st.data())
 def test_splitting_a_micro_batch_further_changes_nothing(case: Case, data: st.DataObject) -> None:
     index = data.draw(st.integers(0, len(case.sizes) - 1))
     assume(case.sizes[index] > 1)
     cut = data.draw(st.integers(1, case.sizes[index] - 1))
-    finer = case.with_(sizes=(*case.sizes[:index], cut, case.sizes[index] - cut, *case.sizes[index + 1:]))
+    finer = case.with_(sizes=(*case.sizes[:index], cut, case.sizes[index] - cut, *case.sizes[index + 1:]),
+                       steps=None if case.steps is None else case.steps + 1)
     model, acc = run_window(case)
     coarse = window_arrays(acc, model)
     model, acc = run_window(finer)
@@ -116,12 +120,15 @@ def test_splitting_a_micro_batch_further_changes_nothing(case: Case, data: st.Da
 
 
 # 5 -----------------------------------------------------------------------------------------
-@given(spec=model_specs(kinds=("mlp",)), sizes=splits(max_items=20), fusion=st.sampled_from(["leaf", "gemm", "none"]))
+@given(spec=model_specs(kinds=("mlp",), ties=TIES), sizes=splits(max_items=20),
+       fusion=st.sampled_from(["leaf", "gemm", "none"]), spare=spare_steps())
 def test_mean_differs_from_items_exactly_when_sizes_differ(spec: ModelSpec, sizes: tuple[int, ...],
-                                                           fusion: str) -> None:
+                                                           fusion: str, spare: int) -> None:
     """mean of micro-batch means = sum_j G_j / (k n_j); the exact window gradient is
-    sum_j G_j / N; the gap is sum_j (1/(k n_j) - 1/N) G_j, zero when all n_j are equal."""
-    items_case = Case(model=spec, sizes=sizes, reduction="items", fusion=fusion)
+    sum_j G_j / N; the gap is sum_j (1/(k n_j) - 1/N) G_j, zero when all n_j are equal.
+    k and N count what the window holds: a partial window divides by its own micro-batches
+    and items, not by the Accumulator's k."""
+    items_case = Case(model=spec, sizes=sizes, reduction="items", fusion=fusion, steps=len(sizes) + spare)
     model, acc = run_window(items_case)
     exact = window_arrays(acc, model)
     model, acc = run_window(items_case.with_(reduction="mean"))
@@ -140,14 +147,16 @@ def test_mean_differs_from_items_exactly_when_sizes_differ(spec: ModelSpec, size
 
 
 # 6 -----------------------------------------------------------------------------------------
-@given(sizes=splits(min_items=4, max_items=16, max_parts=4), seed=st.integers(0, 1000))
-def test_batch_norm_breaks_equivalence_and_says_by_how_much(sizes: tuple[int, ...], seed: int) -> None:
+@given(sizes=splits(min_items=4, max_items=16, max_parts=4), seed=st.integers(0, 1000), tie=st.sampled_from(TIES),
+       spare=spare_steps())
+def test_batch_norm_breaks_equivalence_and_says_by_how_much(sizes: tuple[int, ...], seed: int, tie: str,
+                                                            spare: int) -> None:
     """Batch statistics come from each micro-batch, not the window: the gradients differ unless
     the window is one micro-batch. In evaluation mode (running statistics) BN is per item and
     equivalence holds again."""
     assume(min(sizes) >= 2)  # training-mode BN needs two items per micro-batch
-    spec = ModelSpec(widths=(4, 6, 3), batch_norm=True, activation="tanh", seed=seed)
-    case = Case(model=spec, sizes=sizes, data_seed=seed)
+    spec = ModelSpec(widths=(4, 6, 3), batch_norm=True, activation="tanh", seed=seed, tie=tie)
+    case = Case(model=spec, sizes=sizes, data_seed=seed, steps=len(sizes) + spare)
     model, acc = run_window(case)
     window = window_arrays(acc, model)
     _, full = run_full_batch(case, model)
@@ -165,15 +174,14 @@ def test_batch_norm_breaks_equivalence_and_says_by_how_much(sizes: tuple[int, ..
 
 
 # 7 -----------------------------------------------------------------------------------------
-@given(case=cases(kinds=("mlp",)), data=st.data(), value=st.sampled_from([np.inf, -np.inf, np.nan]))
+@given(case=cases(kinds=("mlp",), ties=TIES), data=st.data(), value=st.sampled_from([np.inf, -np.inf, np.nan]))
 def test_a_nonfinite_gradient_in_any_micro_batch_skips_the_step(case: Case, data: st.DataObject, value: float) -> None:
     bad = data.draw(st.integers(0, case.items - 1))
     model = case.model.build(case.dtype)
     before = [p.numpy() for p in model.parameters()]
     x, y = case.batch()
     x[bad, 0] = value
-    acc = Accumulator(model, steps=len(case.sizes), reduction=case.reduction, fusion=case.fusion,
-                      accum_dtype=case.accum_dtype, compensated=case.compensated)
+    acc = case.accumulator(model)
     for part in case.slices():
         acc.backward(case.loss(model, x[part], y[part], "sum"), num_items=F.count_items(y[part]))
     opt = optim.AdamW(lr=0.1)
@@ -184,21 +192,19 @@ def test_a_nonfinite_gradient_in_any_micro_batch_skips_the_step(case: Case, data
 
 
 # 8 -----------------------------------------------------------------------------------------
-@given(case=cases(dtypes=("float64", "float32")), data=st.data())
+@given(case=cases(dtypes=("float64", "float32"), ties=TIES), data=st.data())
 def test_checkpoint_and_resume_mid_window_equals_the_uninterrupted_window(case: Case, data: st.DataObject) -> None:
     stop = data.draw(st.integers(0, len(case.sizes)))
     model, acc = run_window(case)
     uninterrupted = window_arrays(acc, model)
 
     model = case.model.build(case.dtype)
-    acc = Accumulator(model, steps=len(case.sizes), reduction=case.reduction, fusion=case.fusion,
-                      accum_dtype=case.accum_dtype, compensated=case.compensated)
+    acc = case.accumulator(model)
     run_window(case, model, order=list(range(stop)), accumulator=acc)
     state, record = acc.state_dict(), model.to_record()
     fresh = case.model.build(case.dtype)
     fresh.load_record(record)
-    resumed = Accumulator(fresh, steps=len(case.sizes), reduction=case.reduction, fusion=case.fusion,
-                          accum_dtype=case.accum_dtype, compensated=case.compensated)
+    resumed = case.accumulator(fresh)
     resumed.load_state_dict(state)
     run_window(case, fresh, order=list(range(stop, len(case.sizes))), accumulator=resumed)
     for a, b in zip(uninterrupted.values(), window_arrays(resumed, fresh).values(), strict=True):
@@ -206,7 +212,7 @@ def test_checkpoint_and_resume_mid_window_equals_the_uninterrupted_window(case: 
 
 
 # 9 -----------------------------------------------------------------------------------------
-@given(cases(dtypes=("float64", "float32"), fusions=("leaf",), layer_norm=False))
+@given(cases(dtypes=("float64", "float32"), fusions=("leaf",), layer_norm=False, ties=TIES))
 def test_every_fusion_mode_and_kernel_path_gives_the_same_window_gradient(case: Case) -> None:
     """Fusion modes differ in summation order only (1e-12 in float64, the rounding bound in
     float32); the kernel paths run the same arithmetic and must agree bit for bit."""
@@ -228,3 +234,21 @@ def test_every_fusion_mode_and_kernel_path_gives_the_same_window_gradient(case: 
         for i, (a, b) in enumerate(zip(results["leaf", "reference"], results[fusion, "reference"], strict=True)):
             limit = tolerance if tolerance is not None else bound[i]
             assert np.all(np.abs(a - b) <= limit + 1e-30), fusion
+
+
+# the strategies themselves ----------------------------------------------------------------
+@pytest.mark.parametrize("tie", ["reuse", "share"])
+def test_the_strategies_draw_partial_windows_and_models_that_use_a_parameter_twice(tie: str) -> None:
+    """The properties above are only as strong as what they draw: a tied spec must build a
+    model that really uses one Param twice, and a partial case must leave its window short."""
+    spec = find(model_specs(ties=TIES), lambda s: s.tie == tie)
+    model = spec.build("float64")
+    linears = [layer for layer in model if isinstance(layer, Linear)]
+    weights = [id(layer.weight) for layer in linears]
+    assert len(weights) - len(set(weights)) == 1  # one weight Param, two uses
+    assert (linears[0] is linears[1]) == (tie == "reuse")
+    assert len(list(model.named_parameters())) == len({id(p) for p in model.parameters()})
+    case = find(cases(ties=TIES), lambda c: c.partial and c.model.tie == tie)
+    model, acc = run_window(case)
+    assert acc.micro_step == len(case.sizes) < acc.steps == case.window_steps and not acc.is_boundary
+    assert not find(cases(partial=False), lambda c: True).partial
