@@ -13,7 +13,7 @@ import numpy as np
 
 from minitorch_accum.distributed.communicator import Communicator
 
-__all__ = ["share_checkpoint"]
+__all__ = ["gather_json", "share_checkpoint"]
 
 Arrays = dict[str, dict[str, np.ndarray]]
 
@@ -54,3 +54,17 @@ def share_checkpoint(comm: Communicator, loaded: tuple[Arrays, dict[str, Any]] |
         comm.broadcast(array)
         out.setdefault(group, {})[name] = array
     return out, received["state"]
+
+
+def gather_json(comm: Communicator, value: Any) -> list[Any]:
+    """Every rank's small JSON value, in rank order, on every rank (e.g. each rank's RNG state)."""
+    mine = json.dumps(value).encode()
+    sizes = np.zeros(comm.world_size, dtype=np.int64)
+    comm.allgather(np.array([len(mine)], dtype=np.int64), sizes)
+    width = int(sizes.max())
+    padded = np.zeros(width, dtype=np.uint8)
+    padded[:len(mine)] = np.frombuffer(mine, dtype=np.uint8)
+    every = np.empty(width * comm.world_size, dtype=np.uint8)
+    comm.allgather(padded, every)
+    rows = every.reshape(comm.world_size, width)
+    return [json.loads(rows[r, :sizes[r]].tobytes()) for r in range(comm.world_size)]

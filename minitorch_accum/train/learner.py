@@ -28,7 +28,7 @@ from minitorch_accum.distributed import (
     WindowShare,
     rank_windows,
 )
-from minitorch_accum.distributed.checkpoint_broadcast import share_checkpoint
+from minitorch_accum.distributed.checkpoint_broadcast import gather_json, share_checkpoint
 from minitorch_accum.distributed.launch import make_communicator
 from minitorch_accum.distributed.parameter_sync import broadcast_parameters, parameters_agree
 from minitorch_accum.nn import Module
@@ -182,6 +182,7 @@ class Learner:
         self._validated = True
         self._stop = StopRequest()
         self._log: MetricsLog | None = None
+        self._last_checkpoint: tuple[tuple[int, int, int] | None, Path | None] = (None, None)
 
     @staticmethod
     def _check_distributed(config: LearnerConfig) -> None:
@@ -361,7 +362,9 @@ class Learner:
         self._window.add(out, time.perf_counter() - start, peak.peak_bytes)
 
     def _interrupt(self, epoch: int, next_batch: int, progress: Progress) -> None:
-        path = self._save_checkpoint(epoch, next_batch)
+        saved_at, path = self._last_checkpoint
+        if saved_at != (self.step, epoch, next_batch):  # not saved here already (a periodic checkpoint)
+            path = self._save_checkpoint(epoch, next_batch)
         signum = self._stop.signal or 2  # another rank's signal stops this one too
         progress.message(f"interrupted: saved {path}; resume with fit(..., resume=True) or maccum train --resume")
         raise TrainingInterrupted(signum, path)
@@ -474,6 +477,7 @@ class Learner:
     def _save_checkpoint(self, epoch: int, next_batch: int) -> Path | None:
         """Rank 0 writes; every rank takes part (its RNG state is gathered)."""
         rng = get_rng_state()
+        rng_ranks = gather_json(self.comm, rng) if self.world_size > 1 else None
         acc_state = self.accumulator.state_dict()
         if not self.is_main:
             return None
@@ -485,7 +489,7 @@ class Learner:
         state = {
             "epoch": epoch, "next_batch": next_batch, "step": self.step,
             "world_size": self.world_size, "validated": self._validated,
-            "rng": rng,
+            "rng": rng, "rng_ranks": rng_ranks,
             "scheduler": None if self.config.lr_scheduler is None else self.config.lr_scheduler.state_dict(),
             "optimizer": {"step_count": opt_state["step_count"], "skipped_steps": opt_state["skipped_steps"],
                           "hyperparameters": opt_state["hyperparameters"], "scalars": opt_scalars},
@@ -499,7 +503,9 @@ class Learner:
                   "accumulator": acc_state["arrays"]}
         if self._log is not None:
             self._log.sync()  # the log holds every step the checkpoint covers
-        return self.checkpointer.save(f"step{self.step:07d}-epoch{epoch:04d}-batch{next_batch:06d}", arrays, state)
+        path = self.checkpointer.save(f"step{self.step:07d}-epoch{epoch:04d}-batch{next_batch:06d}", arrays, state)
+        self._last_checkpoint = ((self.step, epoch, next_batch), path)
+        return path
 
     def _adopt_settings(self, state: dict[str, Any], loader: DataLoader, progress: Progress) -> None:
         """Refuse to resume a run made with other settings (unless allowed, then say what changes);
@@ -564,8 +570,8 @@ class Learner:
         self.accumulator.load_state_dict({"meta": state["accumulator"], "arrays": arrays.get("accumulator", {})})
         if self.config.lr_scheduler is not None and state["scheduler"] is not None:
             self.config.lr_scheduler.load_state_dict(state["scheduler"])
-        if int(state.get("world_size", 1)) == self.world_size:
-            set_rng_state(state["rng"])
+        if int(state.get("world_size", 1)) == self.world_size:  # else each rank keeps the stream it was seeded with
+            set_rng_state(state["rng"] if self.world_size == 1 else state["rng_ranks"][self.rank])
         self._window.load(state["window"])
         self.step = int(state["step"])
         self._validated = bool(state.get("validated", True))

@@ -16,7 +16,7 @@ import pytest
 from minitorch_accum.accum import Accumulator
 from minitorch_accum.distributed import rank_windows
 from tests.distributed.launcher import run_ranks
-from tests.distributed.rank_programs import B, K, WINDOW_CASES, TokenModel, fit, summed_loss, token_data
+from tests.distributed.rank_programs import WINDOW_CASES, B, K, TokenModel, fit, summed_loss, token_data
 
 pytestmark = pytest.mark.mpi
 
