@@ -117,7 +117,8 @@ class DataParallel:
         if store.recorder is None:
             return
         plan = {b.index: b for b in self.buckets(store)}
-        store.recorder("(window facts)", "allreduce", 0, 0, self.last.facts_seconds, materialized=False,
+        # the first collective also waits for the slowest rank to finish its micro-batches
+        store.recorder("(window facts, wait)", "allreduce", 0, 0, self.last.facts_seconds, materialized=False,
                        window_pass=True)
         for index, nbytes, seconds in self.last.buckets:
             bucket = plan[index]

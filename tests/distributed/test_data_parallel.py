@@ -140,3 +140,33 @@ def test_a_failing_rank_aborts_the_job_within_seconds(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "rank 1 fails on purpose" in result.stderr
     assert elapsed < 20, f"the job took {elapsed:.1f} s to end after rank 1 failed"
+
+
+def test_the_readme_launch_line_gives_the_single_process_parameters_bit_for_bit(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from safetensors.numpy import load_file
+
+    common = ["train", "--dataset", "digits", "--dtype", "float64", "--compensated", "--micro-batch", "32",
+              "--epochs", "1", "--progress", "plain", "--checkpoint-every", "4"]
+    launched = run_ranks(RANKS, ["minitorch_accum.cli", *common, "--accum", "2", "--out", str(tmp_path / "two")])
+    assert launched.stdout.count("trained 12 optimizer steps") == 1  # rank 0 alone reports
+    subprocess.run([sys.executable, "-m", "minitorch_accum.cli", *common, "--accum", "4", "--out",
+                    str(tmp_path / "one")], check=True, capture_output=True, timeout=120)
+    two, one = load_file(str(tmp_path / "two" / "final.safetensors")), load_file(str(tmp_path / "one" /
+                                                                                     "final.safetensors"))
+    for name in one:
+        np.testing.assert_array_equal(two[name], one[name], err_msg=name)
+    lines = [json.loads(s) for s in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["items"] for r in lines if r["kind"] == "train"][-1] == 1438 - 11 * 128  # the partial window
+
+
+def test_explain_under_mpiexec_shows_the_reduction_and_the_check() -> None:
+    result = run_ranks(RANKS, ["minitorch_accum.cli", "explain", "--accum", "2", "--micro-batch", "8"])
+    out = result.stdout
+    assert out.count("One window of k=2 micro-batches of 8 items on each of 2 ranks (window of 4)") == 1
+    assert "reduction over the ranks: 2 ranks, one reduction per window over 1 bucket(s)" in out
+    assert "bucket 0 [0:" in out and "allreduce" in out
+    assert "divide the summed gradient by the window's 32 items" in out
+    assert "window gradient and big-batch gradient are equal" in out
