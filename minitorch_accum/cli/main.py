@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--seed", type=int, default=0, help="seed of the model and the data order")
 
     bench = _command(sub, "bench", "kernel and end-to-end benchmarks (programs of a checkout's benchmarks/)")
-    bench.add_argument("which", choices=("kernels", "end-to-end"), help="which benchmark")
+    bench.add_argument("which", choices=("kernels", "end-to-end", "all-reduce"), help="which benchmark")
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
 
     kernels = _command(sub, "kernels", "list the kernels, compile them through NVRTC, show resources")

@@ -1,0 +1,69 @@
+"""Measuring: launch the rank program with 1 and with R ranks, alternately (so the machine's
+state is shared by both), on the same cores (R=1 gets all the threads R ranks share)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.all_reduce.settings import Settings, settings_record
+from benchmarks.harness import Log, machine_info, median
+
+__all__ = ["BENCHMARK", "measure"]
+
+BENCHMARK = "all_reduce"
+ROUNDS = 2
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def _mpiexec() -> str:
+    beside = Path(sys.executable).with_name("mpiexec")
+    if beside.exists():
+        return str(beside)
+    raise RuntimeError('the all-reduce benchmark needs mpiexec: pip install -e ".[dist]" (mpi4py and mpich)')
+
+
+def _launch(ranks: int, threads: int, settings_file: Path, log: Log) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        env = {**os.environ, "MTA_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
+               "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(REPOSITORY)}
+        command = [_mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m",
+                   "benchmarks.all_reduce.rank_program", str(settings_file), str(out)]
+        log(f"{ranks} rank(s) x {threads} thread(s)")
+        subprocess.run(command, cwd=REPOSITORY, env=env, check=True, timeout=600)
+        return json.loads(out.read_text())
+
+
+def measure(settings: Settings, log: Log) -> dict[str, Any]:
+    if settings.device != "cpu":
+        raise ValueError("the all-reduce benchmark runs MPI on the CPU; NCCL runs are not recorded yet")
+    with tempfile.TemporaryDirectory() as tmp:
+        settings_file = Path(tmp) / "settings.json"
+        settings_file.write_text(json.dumps(settings_record(settings)))
+        single, many = [], []
+        for _ in range(ROUNDS):
+            single.append(_launch(1, settings.ranks * settings.threads_per_rank, settings_file, log))
+            many.append(_launch(settings.ranks, settings.threads_per_rank, settings_file, log))
+    arenas = []
+    for i, n in enumerate(settings.arena_elements):
+        copy = [s for run in many for s in run["arenas"][i]["copy_seconds"]]
+        reduce = [s for run in many for s in run["arenas"][i]["allreduce_seconds"]]
+        nbytes = many[0]["arenas"][i]["bytes"]
+        arenas.append({"elements": n, "bytes": nbytes, "copy_seconds": median(copy),
+                       "allreduce_seconds": median(reduce), "copy_gbps": nbytes / median(copy) / 1e9,
+                       "allreduce_gbps": nbytes / median(reduce) / 1e9,
+                       "allreduce_over_copy_time": median(reduce) / median(copy)})
+    one = [s for run in single for s in run["step_seconds"]]
+    r = [s for run in many for s in run["step_seconds"]]
+    return {"benchmark": BENCHMARK, "machine": machine_info(), "settings": settings_record(settings),
+            "arenas": arenas,
+            "step": {"k_single": single[0]["k"], "k_per_rank": many[0]["k"],
+                     "items_per_step": settings.ranks * settings.k * settings.micro_batch,
+                     "single_seconds": median(one), "ranks_seconds": median(r),
+                     "speedup": median(one) / median(r), "single_samples": one, "ranks_samples": r}}

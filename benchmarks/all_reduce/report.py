@@ -1,0 +1,46 @@
+"""The all-reduce benchmark's table and plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["format_table", "plot"]
+
+
+def format_table(payload: dict[str, Any]) -> str:
+    settings, step = payload["settings"], payload["step"]
+    lines = [f"all-reduce of a float32 gradient arena over {settings['ranks']} ranks (MPI), against a copy of "
+             "the same bytes on one rank; times are the slowest rank's medians", "",
+             f"{'elements':>10}  {'MiB':>7}  {'copy GB/s':>9}  {'allreduce GB/s':>14}  {'allreduce / copy time':>21}"]
+    for a in payload["arenas"]:
+        lines.append(f"{a['elements']:>10}  {a['bytes'] / 2**20:>7.2f}  {a['copy_gbps']:>9.2f}  "
+                     f"{a['allreduce_gbps']:>14.2f}  {a['allreduce_over_copy_time']:>21.1f}")
+    lines += ["", f"optimizer step, one global batch of {step['items_per_step']} items (MLP {settings['dims']}): "
+              f"1 rank x k={step['k_single']}: {step['single_seconds'] * 1e3:.1f} ms; "
+              f"{settings['ranks']} ranks x k={step['k_per_rank']}: {step['ranks_seconds'] * 1e3:.1f} ms "
+              f"(speed-up {step['speedup']:.2f}x on the same {settings['ranks'] * settings['threads_per_rank']} "
+              "threads)"]
+    return "\n".join(lines)
+
+
+def plot(payload: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arenas = payload["arenas"]
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    sizes = [a["bytes"] / 2**20 for a in arenas]
+    ax.plot(sizes, [a["copy_gbps"] for a in arenas], "o-", label="memory copy (one rank)")
+    ax.plot(sizes, [a["allreduce_gbps"] for a in arenas], "s-", label=f"all-reduce ({payload['settings']['ranks']} "
+            "ranks, MPI)")
+    ax.set_xscale("log")
+    ax.set_xlabel("arena size (MiB)")
+    ax.set_ylabel("GB/s (arena bytes / time)")
+    ax.set_title("the window's one reduction against the memory-copy limit")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,36 @@
+"""What one all-reduce run depends on (recorded in the result file), full and quick."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["Settings", "full_settings", "quick_settings", "settings_record"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str
+    ranks: int = 2
+    arena_elements: tuple[int, ...] = (1 << 16, 1 << 20, 1 << 22, 1 << 24)  # float32 gradient arenas
+    repeats: int = 9
+    # the step-time comparison: an MLP, one global batch of ranks x k x micro_batch items
+    dims: tuple[int, ...] = (512, 1024, 1024, 10)
+    k: int = 8  # per rank at R ranks; R=1 runs ranks x k micro-batches
+    micro_batch: int = 32
+    windows: int = 5
+    threads_per_rank: int = 1  # both ranks of a 2-core machine get one core each; R=1 gets the same budget
+    device: str = "cpu"
+
+
+def full_settings(device: str = "cpu") -> Settings:
+    return Settings(mode="full", device=device)
+
+
+def quick_settings(device: str = "cpu") -> Settings:
+    return Settings(mode="quick", arena_elements=(1 << 14, 1 << 18), repeats=3, dims=(64, 128, 10), k=2,
+                    micro_batch=8, windows=2, device=device)
+
+
+def settings_record(settings: Settings) -> dict[str, Any]:
+    return asdict(settings)
