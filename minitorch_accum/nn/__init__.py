@@ -2,7 +2,7 @@
 
 from minitorch_accum.nn import functional, init
 from minitorch_accum.nn.activation import GELU, ReLU, Sigmoid, Tanh
-from minitorch_accum.nn.container import Sequential
+from minitorch_accum.nn.container import ModuleDict, ModuleList, Sequential
 from minitorch_accum.nn.dropout import Dropout
 from minitorch_accum.nn.embedding import Embedding
 from minitorch_accum.nn.linear import Linear
@@ -18,6 +18,8 @@ __all__ = [
     "LayerNorm",
     "Linear",
     "Module",
+    "ModuleDict",
+    "ModuleList",
     "Param",
     "ReLU",
     "RecordError",

@@ -16,7 +16,7 @@ __all__ = ["BatchNorm1d", "LayerNorm"]
 class LayerNorm(Module):
     """Normalize the last axis of size ``d`` (eps=1e-5 as in Burn and PyTorch)."""
 
-    def __init__(self, d: int, eps: float = 1e-5, *, dtype: Any = "float32",
+    def __init__(self, d: int, eps: float = 1e-5, *, dtype: Any = None,
                  device: DeviceLike | None = "cpu") -> None:
         self.d = d
         self.eps = eps
@@ -39,7 +39,7 @@ class BatchNorm1d(Module):
     """
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, *,
-                 dtype: Any = "float32", device: DeviceLike | None = "cpu") -> None:
+                 dtype: Any = None, device: DeviceLike | None = "cpu") -> None:
         self.num_features = num_features
         self.eps = eps
         self.momentum = momentum
