@@ -71,7 +71,7 @@ def test_padded_sequence_cross_entropy_matches_pytorch() -> None:
     np.testing.assert_allclose(grads[ours], theirs.grad.numpy(), rtol=1e-10, atol=1e-13)
 
 
-@pytest.mark.parametrize("name", ["sgd", "adamw"])
+@pytest.mark.parametrize("name", ["sgd", "sgd_params", "adamw", "adamw_groups"])
 def test_optimizer_steps_match_pytorch(name: str) -> None:
     rng = np.random.default_rng(2)
     layer = nn.Linear(5, 3, dtype="float64", rng=rng)
@@ -82,9 +82,17 @@ def test_optimizer_steps_match_pytorch(name: str) -> None:
     if name == "sgd":
         ours = optim.SGD(0.1, momentum=0.9, weight_decay=0.01, nesterov=True)
         theirs = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=True)
-    else:
+    elif name == "sgd_params":
+        ours = optim.SGD(layer.parameters(), lr=0.1, momentum=0.9, dampening=0.1)
+        theirs = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9, dampening=0.1)
+    elif name == "adamw":
         ours = optim.AdamW(lr=0.01, weight_decay=0.1)
         theirs = torch.optim.AdamW(ref.parameters(), lr=0.01, weight_decay=0.1)
+    else:
+        ours = optim.AdamW([{"params": [layer.weight], "weight_decay": 0.1},
+                            {"params": [layer.bias], "weight_decay": 0.0, "lr": 0.03}], lr=0.01, betas=(0.8, 0.9))
+        theirs = torch.optim.AdamW([{"params": [ref.weight], "weight_decay": 0.1},
+                                    {"params": [ref.bias], "weight_decay": 0.0, "lr": 0.03}], lr=0.01, betas=(0.8, 0.9))
     for _ in range(4):
         x = rng.normal(size=(8, 5))
         ours.step(layer, (layer(mta.tensor(x, dtype="float64")) ** 2).mean().backward())
