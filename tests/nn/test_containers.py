@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import minitorch_accum as mta
 from minitorch_accum import nn
 
 

@@ -81,7 +81,7 @@ def test_a_weight_that_fits_neither_layout_is_refused() -> None:
     with pytest.raises(ValueError, match=r"Linear.weight: a Param of shape \(4, 3\) fits neither \(in, out\) = "
                                          r"\(3, 5\) nor its transpose \(5, 3\)"):
         head.weight = nn.Embedding(4, 3).weight
-    with pytest.raises(TypeError, match="Embedding.weight must be a Param, got ndarray"):
+    with pytest.raises(TypeError, match=r"Embedding\.weight must be a Param, got ndarray"):
         nn.Embedding(4, 3).weight = np.zeros((4, 3))
 
 
