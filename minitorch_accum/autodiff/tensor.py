@@ -108,6 +108,10 @@ class Tensor:
         """The number of elements (PyTorch's name for ``size``)."""
         return int(self.data.size)
 
+    def dim(self) -> int:
+        """The number of axes (PyTorch's name for ``ndim``)."""
+        return self.data.ndim
+
     @property
     def is_leaf(self) -> bool:
         return self._node is None
@@ -264,20 +268,14 @@ class Tensor:
     def __and__(self, other: Any) -> Tensor:
         return _logical(self, other, "bitwise_and", "&")
 
-    def __rand__(self, other: Any) -> Tensor:
-        return _logical(self, other, "bitwise_and", "&")
-
     def __or__(self, other: Any) -> Tensor:
-        return _logical(self, other, "bitwise_or", "|")
-
-    def __ror__(self, other: Any) -> Tensor:
         return _logical(self, other, "bitwise_or", "|")
 
     def __xor__(self, other: Any) -> Tensor:
         return _logical(self, other, "bitwise_xor", "^")
 
-    def __rxor__(self, other: Any) -> Tensor:
-        return _logical(self, other, "bitwise_xor", "^")
+    # the three are symmetric, so True & mask is mask & True
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
 
     def __invert__(self) -> Tensor:
         _check_logical(self, "~")
@@ -474,13 +472,16 @@ class Tensor:
             raise OpError(f"permute: {tuple(order)} is not a permutation of the axes of shape {self.shape}")
         return apply(ops.Permute, self, axes=tuple(a % self.ndim for a in order))
 
-    def transpose(self, axis0: int = -2, axis1: int = -1) -> Tensor:
-        """Swap two axes (the last two by default)."""
+    def transpose(self, axis0: int | None = None, axis1: int | None = None, *, dim0: int | None = None,
+                  dim1: int | None = None) -> Tensor:
+        """Swap two axes (the last two by default; PyTorch: ``dim0``, ``dim1``)."""
         if self.ndim < 2:
             raise OpError(f"transpose: needs at least 2 axes, got shape {self.shape}")
+        first = axis_argument("transpose", axis0, dim0)
+        second = axis_argument("transpose", axis1, dim1)
         order = list(range(self.ndim))
-        a = normalize_axis(axis0, self.ndim, "transpose", self.shape)
-        b = normalize_axis(axis1, self.ndim, "transpose", self.shape)
+        a = normalize_axis(-2 if first is None else first, self.ndim, "transpose", self.shape)
+        b = normalize_axis(-1 if second is None else second, self.ndim, "transpose", self.shape)
         order[a], order[b] = order[b], order[a]
         return apply(ops.Permute, self, axes=tuple(order))
 

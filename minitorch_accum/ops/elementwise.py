@@ -140,69 +140,96 @@ class Neg(Function):
         return (-grad,)
 
 
-class Exp(Function):
+class _Unary(Function):
+    """A unary op whose derivative is a function of one saved array: its output (exp, sqrt,
+    tanh: nothing else is kept) or, with ``saves_input``, its input (log, abs). A subclass
+    gives the value and the rule; the rest is shared."""
+
+    saves_input = False
+
     @staticmethod
-    def forward(ctx: Context, x: Any) -> Any:
-        out = ctx.xp.exp(x)
-        ctx.save(out)
+    def value(xp: Any, x: Any) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    def input_grad(xp: Any, grad: Any, saved: Any) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def forward(cls, ctx: Context, x: Any) -> Any:
+        out = cls.value(ctx.xp, x)
+        ctx.save(x if cls.saves_input else out)
         return out
 
+    @classmethod
+    def backward(cls, ctx: Context, grad: Any) -> tuple[Any]:
+        (saved,) = ctx.saved
+        return (cls.input_grad(ctx.xp, grad, saved),)
+
+
+class Exp(_Unary):
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        (out,) = ctx.saved
-        return (grad * out,)
-
-
-class Log(Function):
-    @staticmethod
-    def forward(ctx: Context, x: Any) -> Any:
-        ctx.save(x)
-        return ctx.xp.log(x)
-
-    @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        (x,) = ctx.saved
-        return (grad / x,)
-
-
-class Sqrt(Function):
-    @staticmethod
-    def forward(ctx: Context, x: Any) -> Any:
-        out = ctx.xp.sqrt(x)
-        ctx.save(out)
-        return out
+    def value(xp: Any, x: Any) -> Any:
+        return xp.exp(x)
 
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        (out,) = ctx.saved
-        return (grad / (out + out),)
+    def input_grad(xp: Any, grad: Any, out: Any) -> Any:
+        return grad * out
 
 
-class Tanh(Function):
-    @staticmethod
-    def forward(ctx: Context, x: Any) -> Any:
-        out = ctx.xp.tanh(x)
-        ctx.save(out)
-        return out
+class Log(_Unary):
+    saves_input = True
 
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        (out,) = ctx.saved
-        return (grad * (1.0 - out * out),)
-
-
-class Sigmoid(Function):
-    # 0.5 * (1 + tanh(x / 2)) never overflows, unlike 1 / (1 + exp(-x)).
-    @staticmethod
-    def forward(ctx: Context, x: Any) -> Any:
-        out = 0.5 * (ctx.xp.tanh(0.5 * x) + 1.0)
-        ctx.save(out)
-        return out
+    def value(xp: Any, x: Any) -> Any:
+        return xp.log(x)
 
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        (out,) = ctx.saved
-        return (grad * out * (1.0 - out),)
+    def input_grad(xp: Any, grad: Any, x: Any) -> Any:
+        return grad / x
+
+
+class Sqrt(_Unary):
+    @staticmethod
+    def value(xp: Any, x: Any) -> Any:
+        return xp.sqrt(x)
+
+    @staticmethod
+    def input_grad(xp: Any, grad: Any, out: Any) -> Any:
+        return grad / (out + out)
+
+
+class Rsqrt(_Unary):
+    """1 / sqrt(x); d/dx = -out^3 / 2."""
+
+    @staticmethod
+    def value(xp: Any, x: Any) -> Any:
+        return 1.0 / xp.sqrt(x)
+
+    @staticmethod
+    def input_grad(xp: Any, grad: Any, out: Any) -> Any:
+        return grad * (-0.5 * out * out * out)
+
+
+class Tanh(_Unary):
+    @staticmethod
+    def value(xp: Any, x: Any) -> Any:
+        return xp.tanh(x)
+
+    @staticmethod
+    def input_grad(xp: Any, grad: Any, out: Any) -> Any:
+        return grad * (1.0 - out * out)
+
+
+class Sigmoid(_Unary):
+    @staticmethod
+    def value(xp: Any, x: Any) -> Any:
+        # 0.5 * (1 + tanh(x / 2)) never overflows, unlike 1 / (1 + exp(-x))
+        return 0.5 * (xp.tanh(0.5 * x) + 1.0)
+
+    @staticmethod
+    def input_grad(xp: Any, grad: Any, out: Any) -> Any:
+        return grad * out * (1.0 - out)
 
 
 class Relu(Function):
@@ -290,18 +317,18 @@ class Minimum(Maximum):
         return a < b
 
 
-class Abs(Function):
+class Abs(_Unary):
     """|x|; the gradient at 0 is 0 (sign(0)), as in PyTorch."""
 
-    @staticmethod
-    def forward(ctx: Context, x: Any) -> Any:
-        ctx.save(x)
-        return ctx.xp.abs(x)
+    saves_input = True
 
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        (x,) = ctx.saved
-        return (grad * ctx.xp.sign(x),)
+    def value(xp: Any, x: Any) -> Any:
+        return xp.abs(x)
+
+    @staticmethod
+    def input_grad(xp: Any, grad: Any, x: Any) -> Any:
+        return grad * xp.sign(x)
 
 
 class Clamp(Function):
@@ -326,21 +353,6 @@ class Clamp(Function):
     def backward(ctx: Context, grad: Any) -> tuple[Any]:
         (inside,) = ctx.saved
         return (grad * inside,)
-
-
-class Rsqrt(Function):
-    """1 / sqrt(x); d/dx = -out^3 / 2."""
-
-    @staticmethod
-    def forward(ctx: Context, x: Any) -> Any:
-        out = 1.0 / ctx.xp.sqrt(x)
-        ctx.save(out)
-        return out
-
-    @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        (out,) = ctx.saved
-        return (grad * (-0.5 * out * out * out),)
 
 
 class MaskedFill(Function):
