@@ -4,7 +4,7 @@ Layers, each importing only those below it: kernels -> backend -> ops -> autodif
 nn, optim -> accum -> train, data, cli. See DESIGN.md in the repository.
 
 Names follow Burn where Burn has them and PyTorch elsewhere: ``mta.float32``,
-``mta.int64``, ``mta.bool`` are dtypes (``mta.bool`` is the bool dtype, as ``torch.bool``),
+``mta.int64`` (``mta.long``), ``mta.bool`` are dtypes (``mta.bool`` is the bool dtype, as ``torch.bool``),
 ``mta.tensor`` copies its data and ``mta.from_numpy`` shares it.
 """
 
@@ -61,6 +61,7 @@ from minitorch_accum.autodiff import (
 from minitorch_accum.backend import (
     Device,
     bfloat16,
+    bool_,
     cuda_available,
     float16,
     float32,
@@ -76,8 +77,11 @@ from minitorch_accum.backend import (
     set_rng_state,
     uint8,
 )
-from minitorch_accum.backend import bool_ as bool
 from minitorch_accum.ops import OpError
+
+# PyTorch's spellings of two dtypes (mta.bool shadows the builtin only as an attribute of this package)
+bool = bool_
+long = int64
 
 __version__ = "0.1.0"
 
@@ -120,6 +124,7 @@ __all__ = [
     "log",
     "log_softmax",
     "logsumexp",
+    "long",
     "manual_seed",
     "masked_fill",
     "matmul",

@@ -9,6 +9,8 @@ from minitorch_accum.nn.linear import Linear
 from minitorch_accum.nn.module import Buffer, Module, Param, RecordError
 from minitorch_accum.nn.normalization import BatchNorm1d, LayerNorm
 
+Parameter = Param  # PyTorch's name for Burn's Param
+
 __all__ = [
     "GELU",
     "BatchNorm1d",
@@ -21,6 +23,7 @@ __all__ = [
     "ModuleDict",
     "ModuleList",
     "Param",
+    "Parameter",
     "ReLU",
     "RecordError",
     "Sequential",

@@ -114,9 +114,27 @@ def mse_loss(prediction: Tensor, target: Any, reduction: str = "mean") -> Tensor
     return squared.sum() if reduction == "sum" else squared.mean()
 
 
-def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
-    """Normalize the last axis (biased variance), then scale and shift."""
+def layer_norm(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """Normalize the last axis (biased variance), then scale and shift.
+
+    ``layer_norm(x, weight, bias, eps=1e-5)``, or PyTorch's ``layer_norm(x, normalized_shape,
+    weight=None, bias=None, eps=1e-5)`` (recognized by the shape; it must be the last axis).
+    A missing weight scales by 1, a missing bias shifts by 0.
+    """
+    if (args and isinstance(args[0], tuple | list | int)) or "normalized_shape" in kwargs:
+        shape, weight, bias, eps = _pytorch_layer_norm_arguments(*args, **kwargs)
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if shape != x.shape[-1:]:
+            raise OpError(f"layer_norm: normalizes the last axis only; normalized_shape {shape} does not match "
+                          f"the last axis of input shape {x.shape}")
+    else:
+        weight, bias, eps = _layer_norm_arguments(*args, **kwargs)
     d = x.shape[-1] if x.ndim else 0
+    backend = x._backend
+    if weight is None:
+        weight = Tensor(backend.xp.ones(d, dtype=x.dtype), _backend=backend)
+    if bias is None:
+        bias = Tensor(backend.xp.zeros(d, dtype=x.dtype), _backend=backend)
     if weight.shape != (d,) or bias.shape != (d,):
         raise OpError(
             f"layer_norm: input of shape {x.shape} needs weight and bias of shape ({d},), "
@@ -124,6 +142,16 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Te
         )
     _check_binary("layer_norm", x, weight)
     return apply(ops.LayerNorm, x, weight, bias, eps=eps)
+
+
+def _layer_norm_arguments(weight: Tensor | None = None, bias: Tensor | None = None,
+                          eps: float = 1e-5) -> tuple[Tensor | None, Tensor | None, float]:
+    return weight, bias, eps
+
+
+def _pytorch_layer_norm_arguments(normalized_shape: Any, weight: Tensor | None = None, bias: Tensor | None = None,
+                                  eps: float = 1e-5) -> tuple[Any, Tensor | None, Tensor | None, float]:
+    return normalized_shape, weight, bias, eps
 
 
 def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Any, running_var: Any,

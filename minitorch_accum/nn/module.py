@@ -42,6 +42,8 @@ class Param(Tensor):
     """
 
     def __init__(self, value: Any, layout: str | None = None) -> None:
+        if isinstance(value, Tensor):  # nn.Param(mta.ones(d)), as PyTorch's nn.Parameter(torch.ones(d))
+            value = value.data
         super().__init__(value, requires_grad=True, _backend=backend_of_array(value))
         self.layout = layout
 
@@ -100,16 +102,27 @@ def weight_orientation(layer: str, param: Any, own: tuple[int, int], own_layout:
     return param.shape == flipped
 
 
-class Buffer:
-    """State that is saved with a module but not trained (BatchNorm's running statistics)."""
-
-    __slots__ = ("value",)
+class Buffer(Tensor):
+    """State that is saved with a module but not trained (BatchNorm's running statistics, a
+    causal mask): a tensor that takes no gradient. ``value`` is its backend array."""
 
     def __init__(self, value: Any) -> None:
-        self.value = value
+        if isinstance(value, Tensor):
+            value = value.data
+        super().__init__(value, _backend=backend_of_array(value))
+
+    @property
+    def value(self) -> Any:
+        return self.data
+
+    @value.setter
+    def value(self, new: Any) -> None:
+        # Module.to and load_record assign arrays of another dtype or device
+        self.data = new
+        self._backend = backend_of_array(new)
 
     def __repr__(self) -> str:
-        return f"Buffer(shape={tuple(self.value.shape)}, dtype={self.value.dtype.name})"
+        return f"Buffer(shape={self.shape}, dtype={self.dtype.name}, device={self.device})"
 
 
 class Module:
@@ -120,6 +133,11 @@ class Module:
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"{type(self).__name__} does not define forward()")
+
+    def register_buffer(self, name: str, tensor: Any, persistent: bool = True) -> None:
+        """``self.<name> = tensor`` as a Buffer (saved in records, moved by ``to()``), or as a
+        plain tensor attribute with ``persistent=False``, as PyTorch's register_buffer."""
+        setattr(self, name, Buffer(tensor) if persistent else tensor)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
