@@ -28,8 +28,8 @@ def test_matmul_mismatch_names_both_shapes() -> None:
 def test_dtype_mismatch_is_named() -> None:
     with pytest.raises(TypeError, match="add: dtype mismatch: float32 and float64"):
         mta.ones(2) + mta.ones(2, dtype="float64")
-    with pytest.raises(TypeError, match="unsupported dtype 'int8'"):
-        mta.ones(2, dtype="int8")
+    with pytest.raises(TypeError, match="unsupported dtype 'complex64'"):
+        mta.ones(2, dtype="complex64")
     with pytest.raises(TypeError, match="only float tensors can require grad"):
         mta.tensor([1, 2], dtype="int64", requires_grad=True)
 

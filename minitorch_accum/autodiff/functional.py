@@ -1,4 +1,8 @@
-"""Free functions over tensors (``mta.exp(x)``, ``mta.stack([...])``, ``mta.zeros(...)``)."""
+"""Free functions over tensors (``mta.exp(x)``, ``mta.stack([...])``, ``mta.tril(x)``).
+
+Each is the method of the same name (``mta.split(x, 2, dim=-1)`` is ``x.split(2, dim=-1)``),
+spelled as PyTorch's ``torch.*`` functions so that code written for either reads the same.
+"""
 
 from __future__ import annotations
 
@@ -8,34 +12,39 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum import ops
-from minitorch_accum.autodiff.tensor import Tensor, _as_operand, _check_binary, apply, matmul, tensor
-from minitorch_accum.backend import DeviceLike, backend_for, default_generator, resolve_dtype
-from minitorch_accum.ops.axes import normalize_axis
+from minitorch_accum.autodiff.tensor import Tensor, _as_operand, _binary, _check_binary, apply
+from minitorch_accum.ops.axes import axis_argument, normalize_axis
 from minitorch_accum.ops.function import OpError
 
 __all__ = [
+    "abs",
+    "argmax",
+    "argmin",
     "cat",
+    "chunk",
+    "clamp",
     "concatenate",
     "exp",
     "gelu",
     "log",
     "log_softmax",
     "logsumexp",
-    "matmul",
+    "masked_fill",
     "maximum",
-    "ones",
-    "ones_like",
-    "rand",
-    "randn",
+    "minimum",
     "relu",
+    "rsqrt",
     "sigmoid",
     "softmax",
+    "split",
     "sqrt",
+    "square",
     "stack",
     "tanh",
+    "tril",
+    "triu",
+    "var",
     "where",
-    "zeros",
-    "zeros_like",
 ]
 
 
@@ -51,6 +60,22 @@ def sqrt(x: Tensor) -> Tensor:
     return x.sqrt()
 
 
+def rsqrt(x: Tensor) -> Tensor:
+    return x.rsqrt()
+
+
+def square(x: Tensor) -> Tensor:
+    return x.square()
+
+
+def abs(x: Tensor) -> Tensor:
+    return x.abs()
+
+
+def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> Tensor:
+    return x.clamp(min, max)
+
+
 def tanh(x: Tensor) -> Tensor:
     return x.tanh()
 
@@ -63,28 +88,70 @@ def relu(x: Tensor) -> Tensor:
     return x.relu()
 
 
-def gelu(x: Tensor) -> Tensor:
-    """GELU in its tanh form (as GPT-2 and Burn's default)."""
-    return x.gelu()
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """GELU: the exact erf form by default (PyTorch's), ``approximate="tanh"`` for GPT-2's."""
+    return x.gelu(approximate)
 
 
-def softmax(x: Tensor, axis: int = -1) -> Tensor:
-    return x.softmax(axis)
+def softmax(x: Tensor, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    return x.softmax(axis, dim=dim)
 
 
-def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
-    return x.log_softmax(axis)
+def log_softmax(x: Tensor, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    return x.log_softmax(axis, dim=dim)
 
 
-def logsumexp(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-    return x.logsumexp(axis, keepdims)
+def logsumexp(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False, *,
+              dim: int | Sequence[int] | None = None, keepdim: bool | None = None) -> Tensor:
+    return x.logsumexp(axis, keepdims, dim=dim, keepdim=keepdim)
+
+
+def var(x: Tensor, axis: int | Sequence[int] | None = None, unbiased: bool | None = None, keepdims: bool = False,
+        *, correction: float | None = None, dim: int | Sequence[int] | None = None,
+        keepdim: bool | None = None) -> Tensor:
+    return x.var(axis, unbiased, keepdims, correction=correction, dim=dim, keepdim=keepdim)
+
+
+def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False, *, dim: int | None = None,
+           keepdim: bool | None = None) -> Tensor:
+    return x.argmax(axis, keepdims, dim=dim, keepdim=keepdim)
+
+
+def argmin(x: Tensor, axis: int | None = None, keepdims: bool = False, *, dim: int | None = None,
+           keepdim: bool | None = None) -> Tensor:
+    return x.argmin(axis, keepdims, dim=dim, keepdim=keepdim)
+
+
+def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
+    return x.masked_fill(mask, value)
+
+
+def tril(x: Tensor, diagonal: int = 0) -> Tensor:
+    """The lower triangle of the last two axes; ``mta.tril(mta.ones(T, T, dtype=mta.bool))`` is a causal mask."""
+    return x.tril(diagonal)
+
+
+def triu(x: Tensor, diagonal: int = 0) -> Tensor:
+    return x.triu(diagonal)
+
+
+def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int | None = None, *,
+          dim: int | None = None) -> tuple[Tensor, ...]:
+    return x.split(split_size_or_sections, axis, dim=dim)
+
+
+def chunk(x: Tensor, chunks: int, axis: int | None = None, *, dim: int | None = None) -> tuple[Tensor, ...]:
+    return x.chunk(chunks, axis, dim=dim)
 
 
 def maximum(a: Tensor, b: Any) -> Tensor:
     """Elementwise maximum (ties share the gradient)."""
-    b = _as_operand(b, a, "maximum")
-    _check_binary("maximum", a, b)
-    return apply(ops.Maximum, a, b)
+    return _binary(ops.Maximum, "maximum", a, b)
+
+
+def minimum(a: Tensor, b: Any) -> Tensor:
+    """Elementwise minimum (ties share the gradient)."""
+    return _binary(ops.Minimum, "minimum", a, b)
 
 
 def _check_joinable(op: str, tensors: Sequence[Tensor]) -> None:
@@ -98,11 +165,13 @@ def _check_joinable(op: str, tensors: Sequence[Tensor]) -> None:
             raise TypeError(f"{op}: dtype mismatch: {first.dtype.name} and {t.dtype.name}")
 
 
-def concatenate(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Join tensors along an existing axis."""
+def concatenate(tensors: Sequence[Tensor], axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    """Join tensors along an existing axis (default 0; PyTorch: ``dim``)."""
     tensors = list(tensors)
     _check_joinable("concatenate", tensors)
     ndim = tensors[0].ndim
+    chosen = axis_argument("concatenate", axis, dim)
+    axis = 0 if chosen is None else chosen
     ax = normalize_axis(axis, ndim, "concatenate", tensors[0].shape)
     for t in tensors[1:]:
         if t.ndim != ndim or any(t.shape[i] != tensors[0].shape[i] for i in range(ndim) if i != ax):
@@ -115,8 +184,10 @@ def concatenate(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 cat = concatenate
 
 
-def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Join same-shaped tensors along a new axis."""
+def stack(tensors: Sequence[Tensor], axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    """Join same-shaped tensors along a new axis (default 0; PyTorch: ``dim``)."""
+    axis = axis_argument("stack", axis, dim)
+    axis = 0 if axis is None else axis
     tensors = list(tensors)
     _check_joinable("stack", tensors)
     for t in tensors[1:]:
@@ -146,43 +217,3 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
     if a.shape != shape:
         a = a.broadcast_to(shape)
     return apply(ops.Where, a, b, condition=cond)
-
-
-def zeros(*shape: int | Sequence[int], dtype: Any = "float32", device: DeviceLike | None = "cpu",
-          requires_grad: bool = False) -> Tensor:
-    size = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
-    backend = backend_for(device)
-    return Tensor(backend.xp.zeros(size, dtype=resolve_dtype(dtype)), requires_grad, _backend=backend)
-
-
-def ones(*shape: int | Sequence[int], dtype: Any = "float32", device: DeviceLike | None = "cpu",
-         requires_grad: bool = False) -> Tensor:
-    size = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
-    backend = backend_for(device)
-    return Tensor(backend.xp.ones(size, dtype=resolve_dtype(dtype)), requires_grad, _backend=backend)
-
-
-def zeros_like(x: Tensor, requires_grad: bool = False) -> Tensor:
-    return zeros(x.shape, dtype=x.dtype, device=x.device, requires_grad=requires_grad)
-
-
-def ones_like(x: Tensor, requires_grad: bool = False) -> Tensor:
-    return ones(x.shape, dtype=x.dtype, device=x.device, requires_grad=requires_grad)
-
-
-def randn(*shape: int | Sequence[int], dtype: Any = "float32", device: DeviceLike | None = "cpu",
-          requires_grad: bool = False, rng: np.random.Generator | None = None) -> Tensor:
-    """Standard normal samples from the seeded default generator (or ``rng``)."""
-    size = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
-    values = (rng or default_generator()).standard_normal(size)
-    return tensor(values, dtype=dtype, device=device, requires_grad=requires_grad)
-
-
-def rand(*shape: int | Sequence[int], dtype: Any = "float32", device: DeviceLike | None = "cpu",
-         requires_grad: bool = False, rng: np.random.Generator | None = None) -> Tensor:
-    """Uniform samples in [0, 1) from the seeded default generator (or ``rng``)."""
-    size = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
-    values = (rng or default_generator()).random(size)
-    return tensor(values, dtype=dtype, device=device, requires_grad=requires_grad)
-
-

@@ -9,12 +9,23 @@ from minitorch_accum.backend.cupy_backend import cuda_available
 from minitorch_accum.backend.device import Device, DeviceLike, parse_device
 from minitorch_accum.backend.dtypes import (
     FLOAT_DTYPES,
+    TENSOR_DTYPES,
     bfloat16,
+    bool_,
     float16,
     float32,
     float64,
+    get_default_dtype,
+    int8,
+    int16,
+    int32,
+    int64,
+    is_float_dtype,
     is_low_precision,
     resolve_dtype,
+    resolve_tensor_dtype,
+    set_default_dtype,
+    uint8,
 )
 from minitorch_accum.backend.numpy_backend import NumpyBackend
 from minitorch_accum.backend.random import (
@@ -26,6 +37,7 @@ from minitorch_accum.backend.random import (
 
 __all__ = [
     "FLOAT_DTYPES",
+    "TENSOR_DTYPES",
     "Backend",
     "Device",
     "DeviceLike",
@@ -33,17 +45,27 @@ __all__ = [
     "backend_for",
     "backend_of_array",
     "bfloat16",
+    "bool_",
     "cuda_available",
     "default_generator",
     "float16",
     "float32",
     "float64",
+    "get_default_dtype",
     "get_rng_state",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "is_float_dtype",
     "is_low_precision",
     "manual_seed",
     "parse_device",
     "resolve_dtype",
+    "resolve_tensor_dtype",
+    "set_default_dtype",
     "set_rng_state",
+    "uint8",
 ]
 
 

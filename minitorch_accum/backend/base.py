@@ -28,8 +28,11 @@ class Backend(ABC):
         return type(self).__name__
 
     @abstractmethod
-    def asarray(self, data: Any, dtype: np.dtype | None = None) -> Any:
-        """Data (nested lists, NumPy or device arrays) as an array on this device."""
+    def asarray(self, data: Any, dtype: np.dtype | None = None, copy: bool = False) -> Any:
+        """Data (nested lists, NumPy or device arrays) as an array on this device.
+
+        With ``copy=False`` an array already on this device with this dtype is returned
+        as it is (shared); ``copy=True`` always gives a fresh array."""
 
     @abstractmethod
     def to_host(self, array: Any) -> np.ndarray:
@@ -38,6 +41,10 @@ class Backend(ABC):
     @abstractmethod
     def is_array(self, value: Any) -> bool:
         """True when ``value`` is an array of this backend's array type."""
+
+    @abstractmethod
+    def erf(self, x: Any) -> Any:
+        """The error function elementwise (NumPy has none; SciPy and CuPy do)."""
 
     @abstractmethod
     def scatter_add(self, target: Any, indices: Any, values: Any) -> None:

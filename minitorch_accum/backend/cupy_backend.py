@@ -52,8 +52,10 @@ class CupyBackend(Backend):
     def device_scope(self) -> Any:
         return self._cupy.cuda.Device(self.device.index)
 
-    def asarray(self, data: Any, dtype: np.dtype | None = None) -> Any:
+    def asarray(self, data: Any, dtype: np.dtype | None = None, copy: bool = False) -> Any:
         with self.device_scope():
+            if copy:
+                return self._cupy.array(data, dtype=dtype, copy=True)
             return self._cupy.asarray(data, dtype=dtype)
 
     def to_host(self, array: Any) -> np.ndarray:
@@ -61,6 +63,14 @@ class CupyBackend(Backend):
 
     def is_array(self, value: Any) -> bool:
         return isinstance(value, self._cupy.ndarray)
+
+    def erf(self, x: Any) -> Any:
+        from cupyx.scipy import special
+
+        with self.device_scope():
+            if x.dtype in (np.float32, np.float64):
+                return special.erf(x)
+            return special.erf(x.astype(np.float32)).astype(x.dtype)
 
     def scatter_add(self, target: Any, indices: Any, values: Any) -> None:
         import cupyx

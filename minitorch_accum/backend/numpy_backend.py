@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy import special
 from scipy.linalg import blas
 
 from minitorch_accum.backend.base import Backend
@@ -41,16 +42,22 @@ class NumpyBackend(Backend):
         self.device = Device("cpu")
         self.xp = np
 
-    def asarray(self, data: Any, dtype: np.dtype | None = None) -> np.ndarray:
+    def asarray(self, data: Any, dtype: np.dtype | None = None, copy: bool = False) -> np.ndarray:
         if hasattr(data, "__cuda_array_interface__"):
             data = data.get()
-        return np.asarray(data, dtype=dtype)
+        return np.array(data, dtype=dtype, copy=True) if copy else np.asarray(data, dtype=dtype)
 
     def to_host(self, array: Any) -> np.ndarray:
         return np.asarray(array)
 
     def is_array(self, value: Any) -> bool:
         return isinstance(value, np.ndarray)
+
+    def erf(self, x: np.ndarray) -> np.ndarray:
+        # SciPy has loops for float32 and float64 only: 16-bit inputs go through float32
+        if x.dtype in (np.float32, np.float64):
+            return special.erf(x)
+        return special.erf(x.astype(np.float32)).astype(x.dtype)
 
     def scatter_add(self, target: np.ndarray, indices: Any, values: np.ndarray) -> None:
         np.add.at(target, indices, values)

@@ -8,6 +8,7 @@ here is the mean over the items of *this* call.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ __all__ = [
     "log_softmax",
     "mse_loss",
     "relu",
+    "scaled_dot_product_attention",
     "sigmoid",
     "softmax",
     "tanh",
@@ -54,7 +56,17 @@ def _target_array(targets: Any, like: Tensor, op: str) -> Any:
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``x @ weight + bias`` with weight of shape (in, out), as Burn stores it."""
+    """``x @ weight + bias`` with weight of shape (in, out), as Burn stores it.
+
+    PyTorch's ``F.linear`` takes an (out, in) weight; pass such a weight (an Embedding's
+    table for a tied head, a converted PyTorch weight) as ``weight.mT``."""
+    if weight.ndim != 2 or x.ndim == 0 or weight.shape[0] != x.shape[-1]:
+        hint = ""
+        if weight.ndim == 2 and x.ndim and weight.shape[1] == x.shape[-1]:
+            hint = ("; weights here are (in, out) (y = x @ W + b, Burn's layout): for a PyTorch-layout "
+                    "(out, in) weight such as an Embedding's table write F.linear(x, weight.mT)")
+        raise OpError(f"linear: weight of shape {weight.shape} does not fit input of shape {x.shape}: "
+                      f"it needs shape ({x.shape[-1] if x.ndim else '?'}, out){hint}")
     out = x @ weight
     return out if bias is None else out + bias
 
@@ -102,9 +114,27 @@ def mse_loss(prediction: Tensor, target: Any, reduction: str = "mean") -> Tensor
     return squared.sum() if reduction == "sum" else squared.mean()
 
 
-def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
-    """Normalize the last axis (biased variance), then scale and shift."""
+def layer_norm(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """Normalize the last axis (biased variance), then scale and shift.
+
+    ``layer_norm(x, weight, bias, eps=1e-5)``, or PyTorch's ``layer_norm(x, normalized_shape,
+    weight=None, bias=None, eps=1e-5)`` (recognized by the shape; it must be the last axis).
+    A missing weight scales by 1, a missing bias shifts by 0.
+    """
+    if (args and isinstance(args[0], tuple | list | int)) or "normalized_shape" in kwargs:
+        shape, weight, bias, eps = _pytorch_layer_norm_arguments(*args, **kwargs)
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if shape != x.shape[-1:]:
+            raise OpError(f"layer_norm: normalizes the last axis only; normalized_shape {shape} does not match "
+                          f"the last axis of input shape {x.shape}")
+    else:
+        weight, bias, eps = _layer_norm_arguments(*args, **kwargs)
     d = x.shape[-1] if x.ndim else 0
+    backend = x._backend
+    if weight is None:
+        weight = Tensor(backend.xp.ones(d, dtype=x.dtype), _backend=backend)
+    if bias is None:
+        bias = Tensor(backend.xp.zeros(d, dtype=x.dtype), _backend=backend)
     if weight.shape != (d,) or bias.shape != (d,):
         raise OpError(
             f"layer_norm: input of shape {x.shape} needs weight and bias of shape ({d},), "
@@ -112,6 +142,16 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Te
         )
     _check_binary("layer_norm", x, weight)
     return apply(ops.LayerNorm, x, weight, bias, eps=eps)
+
+
+def _layer_norm_arguments(weight: Tensor | None = None, bias: Tensor | None = None,
+                          eps: float = 1e-5) -> tuple[Tensor | None, Tensor | None, float]:
+    return weight, bias, eps
+
+
+def _pytorch_layer_norm_arguments(normalized_shape: Any, weight: Tensor | None = None, bias: Tensor | None = None,
+                                  eps: float = 1e-5) -> tuple[Any, Tensor | None, Tensor | None, float]:
+    return normalized_shape, weight, bias, eps
 
 
 def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Any, running_var: Any,
@@ -147,3 +187,52 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, rng: np.random.Gen
         return x
     keep = (rng or default_generator()).random(x.shape) >= p
     return apply(ops.Dropout, x, keep=x._backend.asarray(keep), scale=1.0 / (1.0 - p))
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Any = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                                 rng: np.random.Generator | None = None) -> Tensor:
+    """softmax(q k^T scale + mask) v over (..., L, E), (..., S, E), (..., S, Ev), as PyTorch's.
+
+    ``attn_mask``: bool (True where a query may attend, as PyTorch) or float (added to the
+    scores), broadcastable to (..., L, S); ``is_causal`` masks keys after each query (top-left
+    aligned; not together with ``attn_mask``); ``scale`` defaults to 1/sqrt(E); ``dropout_p``
+    drops attention probabilities with a mask from the seeded generator (or ``rng``). One fused
+    op: only the probabilities are kept for backward.
+    """
+    for t in (key, value):
+        if t.device != query.device or t.dtype != query.dtype:
+            raise TypeError(f"scaled_dot_product_attention: query is {query.dtype.name} on {query.device} but "
+                            f"another input is {t.dtype.name} on {t.device}")
+    if query.ndim < 2 or key.ndim != query.ndim or value.ndim != query.ndim \
+            or query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise OpError(f"scaled_dot_product_attention: query {query.shape}, key {key.shape} and value {value.shape} "
+                      "must be (..., L, E), (..., S, E) and (..., S, Ev)")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
+    length, source = query.shape[-2], key.shape[-2]
+    backend, dtype = query._backend, query.dtype
+    xp = backend.xp
+    bias = None
+    if is_causal:
+        if attn_mask is not None:
+            raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal=True, not both")
+        attn_mask = xp.tri(length, source, dtype=bool)
+    if attn_mask is not None:
+        mask = attn_mask.data if isinstance(attn_mask, Tensor) else backend.asarray(attn_mask)
+        try:
+            np.broadcast_shapes(tuple(mask.shape), query.shape[:-2] + (length, source))
+        except ValueError:
+            raise OpError(f"scaled_dot_product_attention: attn_mask of shape {tuple(mask.shape)} does not "
+                          f"broadcast to the scores' shape {query.shape[:-2] + (length, source)}") from None
+        if mask.dtype == np.bool_:
+            bias = xp.where(mask, dtype.type(0), dtype.type(-math.inf))
+        else:
+            bias = mask.astype(dtype, copy=False)
+    keep = None
+    if dropout_p > 0.0:
+        shape = np.broadcast_shapes(query.shape[:-2], key.shape[:-2]) + (length, source)
+        keep = backend.asarray((rng or default_generator()).random(shape) >= dropout_p)
+    return apply(ops.ScaledDotProductAttention, query, key, value,
+                 scale=1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale),
+                 bias=bias, keep=keep, keep_scale=1.0 / (1.0 - dropout_p))

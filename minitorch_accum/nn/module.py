@@ -3,7 +3,10 @@
 Nothing needs registering: parameters, buffers and sub-modules are discovered from
 the instance's attributes in the order they were assigned, which gives
 ``parameters()`` its definition order and ``named_parameters()`` its stable dotted
-names (``"0.weight"``, ``"encoder.norm.bias"``).
+names (``"0.weight"``, ``"encoder.norm.bias"``). Lists, tuples and dicts (string keys)
+of them are searched too, to any depth (``"blocks.0.proj.weight"``, ``"heads.q.weight"``);
+a set holding one, or a dict key that is not a string, is an error rather than a
+parameter silently left out of training.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from minitorch_accum.backend import (
     resolve_dtype,
 )
 
-__all__ = ["Buffer", "Module", "Param", "RecordError"]
+__all__ = ["Buffer", "Module", "Param", "RecordError", "weight_orientation"]
 
 
 class RecordError(ValueError):
@@ -30,10 +33,19 @@ class RecordError(ValueError):
 
 
 class Param(Tensor):
-    """A trainable tensor: a leaf that requires grad. ``value`` is its backend array."""
+    """A trainable tensor: a leaf that requires grad. ``value`` is its backend array.
 
-    def __init__(self, value: Any) -> None:
+    ``layout`` says which axis is which for a 2-D weight a layer made: ``"in_out"`` for a
+    Linear's (y = x @ W), ``"out_in"`` for an Embedding's (vocab, dim) table, which is an
+    output projection's (out, in). A tied layer reads it to orient a square weight; a Param
+    you make yourself has ``None`` and is taken in the layout of the layer it is given to.
+    """
+
+    def __init__(self, value: Any, layout: str | None = None) -> None:
+        if isinstance(value, Tensor):  # nn.Param(mta.ones(d)), as PyTorch's nn.Parameter(torch.ones(d))
+            value = value.data
         super().__init__(value, requires_grad=True, _backend=backend_of_array(value))
+        self.layout = layout
 
     @property
     def value(self) -> Any:
@@ -67,16 +79,50 @@ class Param(Tensor):
         return f"Param(shape={self.shape}, dtype={self.dtype.name}, device={self.device})"
 
 
-class Buffer:
-    """State that is saved with a module but not trained (BatchNorm's running statistics)."""
+def weight_orientation(layer: str, param: Any, own: tuple[int, int], own_layout: str) -> bool:
+    """Whether a Param given to ``layer`` as its 2-D weight is to be used transposed.
 
-    __slots__ = ("value",)
+    ``own`` is the layer's shape in its ``own_layout`` ("in_out" for Linear, "out_in" for an
+    Embedding's table). A Param of the transposed shape is used transposed: that is weight
+    tying written the PyTorch way (``lm_head.weight = wte.weight``). A square Param is
+    taken as its ``layout`` says (None: the layer's own).
+    """
+    if not isinstance(param, Param):
+        raise TypeError(f"{layer}.weight must be a Param, got {type(param).__name__}")
+    flipped = (own[1], own[0])
+    other_layout = "out_in" if own_layout == "in_out" else "in_out"
+    if param.shape not in (own, flipped):
+        names = "(in, out)" if own_layout == "in_out" else "(num_embeddings, dim)"
+        raise ValueError(
+            f"{layer}.weight: a Param of shape {param.shape} fits neither {names} = {own} nor its "
+            f"transpose {flipped} (a tied weight from the other kind of layer)"
+        )
+    if own == flipped:
+        return param.layout == other_layout
+    return param.shape == flipped
+
+
+class Buffer(Tensor):
+    """State that is saved with a module but not trained (BatchNorm's running statistics, a
+    causal mask): a tensor that takes no gradient. ``value`` is its backend array."""
 
     def __init__(self, value: Any) -> None:
-        self.value = value
+        if isinstance(value, Tensor):
+            value = value.data
+        super().__init__(value, _backend=backend_of_array(value))
+
+    @property
+    def value(self) -> Any:
+        return self.data
+
+    @value.setter
+    def value(self, new: Any) -> None:
+        # Module.to and load_record assign arrays of another dtype or device
+        self.data = new
+        self._backend = backend_of_array(new)
 
     def __repr__(self) -> str:
-        return f"Buffer(shape={tuple(self.value.shape)}, dtype={self.value.dtype.name})"
+        return f"Buffer(shape={self.shape}, dtype={self.dtype.name}, device={self.device})"
 
 
 class Module:
@@ -88,27 +134,25 @@ class Module:
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"{type(self).__name__} does not define forward()")
 
+    def register_buffer(self, name: str, tensor: Any, persistent: bool = True) -> None:
+        """``self.<name> = tensor`` as a Buffer (saved in records, moved by ``to()``), or as a
+        plain tensor attribute with ``persistent=False``, as PyTorch's register_buffer."""
+        setattr(self, name, Buffer(tensor) if persistent else tensor)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
 
     # ------------------------------------------------------------ discovery
     def _members(self) -> Iterator[tuple[str, Any]]:
-        """(name, Param | Buffer | Module) in assignment order; lists and tuples of modules
-        contribute ``name.i``."""
+        """(name, Param | Buffer | Module) in assignment order; those held in lists, tuples and
+        dicts are named ``name.i`` / ``name.key``."""
         for name, value in vars(self).items():
-            if isinstance(value, Param | Buffer | Module):
-                yield name, value
-            elif isinstance(value, list | tuple):
-                for i, item in enumerate(value):
-                    if isinstance(item, Module):
-                        yield f"{name}.{i}", item
+            yield from _held(self, name, name, value)
 
     def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
-        """This module and every sub-module, with dotted names ('' for this one)."""
-        yield prefix, self
-        for name, value in self._members():
-            if isinstance(value, Module):
-                yield from value.named_modules(f"{prefix}.{name}" if prefix else name)
+        """This module and every sub-module, with dotted names ('' for this one); a module
+        reachable twice (shared, or a cycle) appears once."""
+        return self._ordered(Module, prefix)
 
     def modules(self) -> Iterator[Module]:
         return (m for _, m in self.named_modules())
@@ -123,18 +167,21 @@ class Module:
     def named_buffers(self) -> Iterator[tuple[str, Buffer]]:
         return self._ordered(Buffer)
 
-    def _ordered(self, kind: type) -> Iterator[tuple[str, Any]]:
-        """Depth-first, attribute order: a module's members in the order they were assigned."""
+    def _ordered(self, kind: type, prefix: str = "") -> Iterator[tuple[str, Any]]:
+        """Depth-first, attribute order: a module's members in the order they were assigned;
+        each object once, under the first name it is found by."""
         seen: set[int] = set()
-        stack: list[tuple[str, Any]] = [("", self)]
+        stack: list[tuple[str, Any]] = [(prefix, self)]
         while stack:
             path, value = stack.pop()
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            if isinstance(value, kind):
+                yield path, value
             if isinstance(value, Module):
                 members = [(f"{path}.{n}" if path else n, v) for n, v in value._members()]
                 stack.extend(reversed(members))
-            elif isinstance(value, kind) and id(value) not in seen:
-                seen.add(id(value))
-                yield path, value
 
     def num_params(self) -> int:
         """Number of trainable scalars."""
@@ -214,3 +261,38 @@ class Module:
             body = repr(child).replace("\n", "\n  ")
             lines.append(f"  ({name}): {body}")
         return "\n".join(lines) + "\n)"
+
+
+def _holds_state(value: Any, seen: set[int]) -> bool:
+    """Whether ``value`` is, or a container inside it holds, a Param, Buffer or Module."""
+    if isinstance(value, Param | Buffer | Module):
+        return True
+    if isinstance(value, list | tuple | set | frozenset | dict) and id(value) not in seen:
+        seen.add(id(value))
+        items = value.values() if isinstance(value, dict) else value
+        return any(_holds_state(item, seen) for item in items)
+    return False
+
+
+def _held(owner: Module, attribute: str, path: str, value: Any) -> Iterator[tuple[str, Any]]:
+    """The Params, Buffers and Modules in ``value`` with their dotted names (lists, tuples and
+    dicts searched to any depth); a set or a non-string key holding one is an error."""
+    if isinstance(value, Param | Buffer | Module):
+        yield path, value
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _held(owner, attribute, f"{path}.{i}", item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str) and _holds_state(item, set()):
+                raise TypeError(
+                    f"{type(owner).__name__}.{attribute}: dict key {key!r} ({type(key).__name__}) holds a "
+                    "parameter or module; keys must be strings, they become parameter names "
+                    "(nn.ModuleDict takes string keys)"
+                )
+            yield from _held(owner, attribute, f"{path}.{key}", item)
+    elif isinstance(value, set | frozenset) and _holds_state(value, set()):
+        raise TypeError(
+            f"{type(owner).__name__}.{attribute}: a {type(value).__name__} holds a parameter or module; a set "
+            "has no order, so they could get no stable names: use a list or nn.ModuleList"
+        )

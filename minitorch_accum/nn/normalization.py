@@ -14,20 +14,21 @@ __all__ = ["BatchNorm1d", "LayerNorm"]
 
 
 class LayerNorm(Module):
-    """Normalize the last axis of size ``d`` (eps=1e-5 as in Burn and PyTorch)."""
+    """Normalize the last axis of size ``d`` (eps=1e-5 as in Burn and PyTorch); ``bias=False``
+    leaves the shift out, as PyTorch's."""
 
-    def __init__(self, d: int, eps: float = 1e-5, *, dtype: Any = "float32",
+    def __init__(self, d: int, eps: float = 1e-5, *, bias: bool = True, dtype: Any = None,
                  device: DeviceLike | None = "cpu") -> None:
         self.d = d
         self.eps = eps
         self.weight = constant((d,), 1.0, dtype=dtype, device=device)
-        self.bias = constant((d,), 0.0, dtype=dtype, device=device)
+        self.bias = constant((d,), 0.0, dtype=dtype, device=device) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         return F.layer_norm(x, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.d}, eps={self.eps}"
+        return f"{self.d}, eps={self.eps}" + ("" if self.bias is not None else ", bias=False")
 
 
 class BatchNorm1d(Module):
@@ -39,7 +40,7 @@ class BatchNorm1d(Module):
     """
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, *,
-                 dtype: Any = "float32", device: DeviceLike | None = "cpu") -> None:
+                 dtype: Any = None, device: DeviceLike | None = "cpu") -> None:
         self.num_features = num_features
         self.eps = eps
         self.momentum = momentum

@@ -1,19 +1,26 @@
 """Ops: each a Function with its forward and backward side by side, on backend arrays."""
 
+from minitorch_accum.ops.attention import ScaledDotProductAttention
 from minitorch_accum.ops.dropout import Dropout
 from minitorch_accum.ops.elementwise import (
+    GELU_APPROXIMATIONS,
+    Abs,
     Add,
     Cast,
+    Clamp,
     Div,
     Exp,
     Gelu,
     Log,
+    MaskedFill,
     Maximum,
+    Minimum,
     Mul,
     Neg,
     Pow,
     PowScalar,
     Relu,
+    Rsqrt,
     Sigmoid,
     Sqrt,
     Sub,
@@ -25,15 +32,18 @@ from minitorch_accum.ops.function import Context, Function, OpError
 from minitorch_accum.ops.loss import CrossEntropy
 from minitorch_accum.ops.matmul import MatMul
 from minitorch_accum.ops.normalization import BatchNorm, LayerNorm
-from minitorch_accum.ops.reduce import LogSumExp, Max, Mean, Sum
-from minitorch_accum.ops.shape import BroadcastTo, Concatenate, GetItem, Permute, Reshape, Stack
+from minitorch_accum.ops.reduce import LogSumExp, Max, Mean, Min, Sum
+from minitorch_accum.ops.shape import BroadcastTo, Concatenate, Gather, GetItem, Permute, Reshape, Stack
 from minitorch_accum.ops.softmax import LogSoftmax, Softmax
 
 __all__ = [
+    "GELU_APPROXIMATIONS",
+    "Abs",
     "Add",
     "BatchNorm",
     "BroadcastTo",
     "Cast",
+    "Clamp",
     "Concatenate",
     "Context",
     "CrossEntropy",
@@ -42,16 +52,20 @@ __all__ = [
     "Embedding",
     "Exp",
     "Function",
+    "Gather",
     "Gelu",
     "GetItem",
     "LayerNorm",
     "Log",
     "LogSoftmax",
     "LogSumExp",
+    "MaskedFill",
     "MatMul",
     "Max",
     "Maximum",
     "Mean",
+    "Min",
+    "Minimum",
     "Mul",
     "Neg",
     "OpError",
@@ -60,6 +74,8 @@ __all__ = [
     "PowScalar",
     "Relu",
     "Reshape",
+    "Rsqrt",
+    "ScaledDotProductAttention",
     "Sigmoid",
     "Softmax",
     "Sqrt",

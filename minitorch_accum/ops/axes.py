@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from minitorch_accum.ops.function import OpError
 
-__all__ = ["normalize_axes", "normalize_axis"]
+__all__ = ["axis_argument", "keepdims_argument", "normalize_axes", "normalize_axis"]
 
 
 def normalize_axis(axis: int, ndim: int, op: str, shape: tuple[int, ...]) -> int:
@@ -29,3 +30,21 @@ def normalize_axes(
     if len(set(normalized)) != len(normalized):
         raise OpError(f"{op}: repeated axis in {axis!r}")
     return normalized
+
+
+def axis_argument(op: str, axis: Any, dim: Any) -> Any:
+    """The axis an op was given, by its NumPy/Burn name ``axis`` or its PyTorch name ``dim``."""
+    if dim is None:
+        return axis
+    if axis is not None:
+        raise TypeError(f"{op}: got both axis={axis!r} and dim={dim!r}; dim is PyTorch's name for axis, give one")
+    return dim
+
+
+def keepdims_argument(op: str, keepdims: bool, keepdim: bool | None) -> bool:
+    """``keepdims`` (NumPy's name) or ``keepdim`` (PyTorch's); contradicting values are an error."""
+    if keepdim is None:
+        return bool(keepdims)
+    if keepdims and not keepdim:
+        raise TypeError(f"{op}: got keepdims=True and keepdim=False; keepdim is PyTorch's name for keepdims")
+    return bool(keepdim)

@@ -1,4 +1,4 @@
-"""Reductions over axes: sum, mean, max and a numerically stable logsumexp."""
+"""Reductions over axes: sum, mean, max, min and a numerically stable logsumexp."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from minitorch_accum.ops.function import Context, Function
 
-__all__ = ["LogSumExp", "Max", "Mean", "Sum"]
+__all__ = ["LogSumExp", "Max", "Mean", "Min", "Sum"]
 
 
 def _expand_to_input(xp: Any, grad: Any, axes: tuple[int, ...], keepdims: bool, shape: tuple[int, ...]) -> Any:
@@ -45,8 +45,12 @@ class Max(Function):
     """Max over axes; tied maxima share the gradient equally (a symmetric subgradient)."""
 
     @staticmethod
-    def forward(ctx: Context, x: Any, *, axes: tuple[int, ...], keepdims: bool) -> Any:
-        out = ctx.xp.max(x, axis=axes, keepdims=True)
+    def _extreme(xp: Any, x: Any, axes: tuple[int, ...]) -> Any:
+        return xp.max(x, axis=axes, keepdims=True)
+
+    @classmethod
+    def forward(cls, ctx: Context, x: Any, *, axes: tuple[int, ...], keepdims: bool) -> Any:
+        out = cls._extreme(ctx.xp, x, axes)
         ctx.save(x, out)
         ctx.axes, ctx.keepdims = axes, keepdims
         return out if keepdims else ctx.xp.squeeze(out, axis=axes)
@@ -59,6 +63,14 @@ class Max(Function):
         count = xp.sum(is_max, axis=ctx.axes, keepdims=True)
         g = grad if ctx.keepdims else xp.expand_dims(grad, ctx.axes)
         return (is_max * (g / count),)
+
+
+class Min(Max):
+    """Min over axes; tied minima share the gradient equally."""
+
+    @staticmethod
+    def _extreme(xp: Any, x: Any, axes: tuple[int, ...]) -> Any:
+        return xp.min(x, axis=axes, keepdims=True)
 
 
 class LogSumExp(Function):

@@ -6,7 +6,7 @@ from typing import Any
 
 from minitorch_accum.ops.function import Context, Function
 
-__all__ = ["BroadcastTo", "Concatenate", "GetItem", "Permute", "Reshape", "Stack"]
+__all__ = ["BroadcastTo", "Concatenate", "Gather", "GetItem", "Permute", "Reshape", "Stack"]
 
 
 class Reshape(Function):
@@ -64,6 +64,26 @@ class GetItem(Function):
             ctx.backend.scatter_add(out, ctx.index, grad)
         else:
             out[ctx.index] = grad
+        return (out,)
+
+
+class Gather(Function):
+    """``out[..., i, ...] = x[..., index[..., i, ...], ...]`` along ``axis`` (PyTorch's gather);
+    backward adds each gradient back at the place it was taken from (repeats add up)."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Any, *, index: Any, axis: int) -> Any:
+        ctx.index, ctx.axis, ctx.shape, ctx.dtype = index, axis, x.shape, x.dtype
+        return ctx.xp.take_along_axis(x, index, axis=axis)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any]:
+        xp = ctx.xp
+        out = xp.zeros(ctx.shape, dtype=ctx.dtype)
+        # the full coordinates of every gathered element: open ranges, with the index on the axis
+        where = list(xp.ogrid[tuple(slice(n) for n in ctx.index.shape)])
+        where[ctx.axis] = ctx.index
+        ctx.backend.scatter_add(out, tuple(where), grad)
         return (out,)
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from minitorch_accum import kernels
 from minitorch_accum.optim.fused_groups import group_for_fused_step
-from minitorch_accum.optim.optimizer import Optimizer, UpdateEntry, _check_positive, _check_range
+from minitorch_accum.optim.optimizer import Optimizer, UpdateEntry, _check_positive, _check_range, _params_or_lr
 
 __all__ = ["Adam", "AdamW"]
 
@@ -14,30 +14,39 @@ __all__ = ["Adam", "AdamW"]
 class Adam(Optimizer):
     """m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr m_hat / (sqrt(v_hat) + eps).
 
-    Weight decay is added to the gradient (L2); AdamW decouples it instead.
+    Weight decay is added to the gradient (L2); AdamW decouples it instead. Both betas
+    must lie in [0, 1): beta1 = 1 would never move m from 0 and divide by 1 - b1^t = 0.
+    ``Adam(lr=1e-3)`` updates every parameter of the model given to ``step``;
+    ``Adam(params, lr=...)`` takes parameters or parameter groups, PyTorch style.
     """
 
     decoupled = False
+    hyperparameter_names = ("lr", "betas", "eps", "weight_decay")
+    default_weight_decay = 0.0
 
-    def __init__(self, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0) -> None:
-        super().__init__(lr)
-        b1, b2 = betas
-        self.betas = (_check_range("beta1", b1, 0.0, 1.0), _check_range("beta2", b2, 0.0, 1.0))
-        self.eps = _check_positive("eps", eps)
-        self.weight_decay = _check_range("weight_decay", weight_decay, 0.0, float("inf"))
+    def __init__(self, params: Any = None, lr: float | None = None, *, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float | None = None) -> None:
+        params, lr = _params_or_lr(type(self).__name__, params, lr)
+        super().__init__(params, {"lr": 1e-3 if lr is None else lr, "betas": betas, "eps": eps,
+                                  "weight_decay": self.default_weight_decay if weight_decay is None else weight_decay})
 
-    def hyperparameters(self) -> dict[str, Any]:
-        return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
+    def _validated(self, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+        h = hyperparameters
+        betas = h["betas"]
+        if isinstance(betas, str) or not hasattr(betas, "__len__") or len(betas) != 2:
+            raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+        return {
+            "lr": _check_positive("lr", h["lr"]),
+            "betas": (_check_range("beta1", betas[0], 0.0, 1.0), _check_range("beta2", betas[1], 0.0, 1.0)),
+            "eps": _check_positive("eps", h["eps"]),
+            "weight_decay": _check_range("weight_decay", h["weight_decay"], 0.0, float("inf")),
+        }
 
-    def load_state_dict(self, state: dict[str, Any], model: Any = None) -> None:
-        super().load_state_dict(state, model)
-        self.betas = tuple(self.betas)
-
-    def _update(self, entries: list[UpdateEntry], lr: float, grad_scale: float) -> None:
+    def _update(self, entries: list[UpdateEntry], settings: dict[str, Any], grad_scale: float) -> None:
         def step_of(name: str, _: Any) -> int:
             return int(self.state.get(name, {}).get("step", 0))
 
+        beta1, beta2 = settings["betas"]
         for group in group_for_fused_step(entries, step_of, self.state):
             step = step_of(group.names[0], None) + 1
             for name, data in zip(group.names, group.params, strict=True):
@@ -50,8 +59,8 @@ class Adam(Optimizer):
                 group.params, group.grads,
                 [self.state[n]["exp_avg"] for n in group.names],
                 [self.state[n]["exp_avg_sq"] for n in group.names],
-                lr=lr, beta1=self.betas[0], beta2=self.betas[1], eps=self.eps,
-                weight_decay=self.weight_decay, step=step, grad_scale=grad_scale, decoupled=self.decoupled,
+                lr=settings["lr"], beta1=beta1, beta2=beta2, eps=settings["eps"],
+                weight_decay=settings["weight_decay"], step=step, grad_scale=grad_scale, decoupled=self.decoupled,
             )
             group.write_back()
 
@@ -60,7 +69,4 @@ class AdamW(Adam):
     """Adam with decoupled weight decay: p *= 1 - lr*wd before the Adam update (default wd 0.01)."""
 
     decoupled = True
-
-    def __init__(self, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.01) -> None:
-        super().__init__(lr, betas, eps, weight_decay)
+    default_weight_decay = 0.01

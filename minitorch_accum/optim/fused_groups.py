@@ -1,9 +1,11 @@
 """Grouping parameters so each group is one multi-tensor kernel launch.
 
-A fused step needs parameter, gradient and state arrays of one dtype (float32 or
-float64) on one device. A 16-bit parameter is updated through a float32 master copy
-kept in the optimizer state (so small updates are not lost to bf16 rounding) and
-written back rounded; its other state is float32 too.
+A fused step needs parameter, gradient and state arrays of one dtype (the kernels'
+``OPTIMIZER_DTYPES``: float32 or float64) on one device, and one set of
+hyperparameters: the optimizer calls this once per parameter group. A 16-bit
+parameter is updated through a float32 master copy kept in the optimizer state (so
+small updates are not lost to bf16 rounding) and written back rounded; its other
+state is float32 too.
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from minitorch_accum.kernels.dtypes import OPTIMIZER_DTYPES
 from minitorch_accum.nn import Param
 
 __all__ = ["FusedGroup", "group_for_fused_step"]
-
-_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class FusedGroup:
@@ -33,7 +34,7 @@ class FusedGroup:
     def add(self, name: str, param: Param, grad: Any, state: dict[str, Any]) -> None:
         self.xp = param._backend.xp
         data = param.data
-        if data.dtype not in _FUSED_DTYPES:
+        if data.dtype not in OPTIMIZER_DTYPES:
             if "master" not in state:
                 state["master"] = data.astype(np.float32)
             data = state["master"]
@@ -57,7 +58,8 @@ def group_for_fused_step(
     (the optimizer's, by name) receives the float32 master copy of 16-bit parameters."""
     groups: dict[Hashable, FusedGroup] = {}
     for name, param, grad in entries:
-        compute = param.dtype if param.dtype in _FUSED_DTYPES else np.dtype(np.float32)
+        compute = param.dtype if param.dtype in OPTIMIZER_DTYPES else np.dtype(np.float32)
         group_key = (param.device, compute, key(name, param))
         groups.setdefault(group_key, FusedGroup()).add(name, param, grad, state.setdefault(name, {}))
     return list(groups.values())
+

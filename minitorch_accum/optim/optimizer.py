@@ -1,13 +1,32 @@
-"""The optimizer protocol, after Burn: ``model = opt.step(model, grads)``.
+"""The optimizer protocol, after Burn: ``model = opt.step(model, grads)``, with PyTorch's parameter groups.
 
 Parameters are updated in place (the same Param objects, so anything holding them
 stays valid) and the model is returned for Burn's reading order. State is kept per
 parameter *name*, so a checkpoint can be restored into a freshly built model.
+
+Which parameters, with which hyperparameters:
+
+* ``SGD(0.1, momentum=0.9)`` / ``AdamW(lr=1e-3)`` (no params, today's form): every
+  parameter of the model given to ``step()`` that has a gradient, with these
+  hyperparameters. ``opt.param_groups`` is then one group whose ``"params"`` is None.
+* ``SGD(model.parameters(), lr=0.1)``: those parameters only.
+* ``AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+  lr=3e-4)``: parameter groups as PyTorch's; a group's own hyperparameters override the
+  defaults given after it. A model parameter that is in no group is not updated, and
+  gets no state, even when it has a gradient (as in PyTorch, where such a parameter is
+  not in the optimizer at all): leaving parameters out is how they are frozen.
+
+``step(model, grads, lr=x)`` (the Learner passes its scheduler's rate) scales every
+group's rate by ``x / opt.lr``, as a PyTorch scheduler scales each group's initial rate;
+without groups that is simply ``x``. ``opt.lr`` (and every other hyperparameter read as
+an attribute) is the default given to the constructor; assigning ``opt.lr = v`` sets
+the default and every group's rate.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -23,35 +42,133 @@ UpdateEntry = tuple[str, Param, Any]
 
 
 class Optimizer(ABC):
-    """Base class: collects (name, param, grad) for a step and hands them to ``_update``."""
+    """Base class: sorts (name, param, grad) into parameter groups and hands each group,
+    with its hyperparameters, to ``_update``."""
 
-    def __init__(self, lr: float) -> None:
-        self.lr = _check_positive("lr", lr)
+    #: the hyperparameters of this optimizer, "lr" first; a group may set any of them
+    hyperparameter_names: tuple[str, ...] = ("lr",)
+
+    def __init__(self, params: Any, defaults: dict[str, Any]) -> None:
+        object.__setattr__(self, "defaults", self._validated(defaults))
+        self.param_groups: list[dict[str, Any]] = []
         self.state: dict[str, dict[str, Any]] = {}
         self.step_count = 0
         self.skipped_steps = 0
+        if params is None:
+            self.param_groups.append({"params": None, **self.defaults})
+            return
+        if isinstance(params, Param | Module) or not isinstance(params, Iterable):
+            hint = "pass model.parameters()" if isinstance(params, Module) else "wrap it in a list"
+            raise TypeError(f"{self._name}: params must be an iterable of Params or of parameter-group dicts, "
+                            f"got a {type(params).__name__}; {hint}")
+        items = list(params)
+        if not items:
+            raise ValueError(f"{self._name}: got an empty parameter list")
+        if all(isinstance(item, dict) for item in items):
+            for group in items:
+                self.add_param_group(group)
+        else:
+            self.add_param_group({"params": items})
 
+    @property
+    def _name(self) -> str:
+        return type(self).__name__
+
+    # ------------------------------------------------------ hyperparameters
+    def _validated(self, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+        """The hyperparameters checked (and normalized); subclasses check theirs."""
+        return {"lr": _check_positive("lr", hyperparameters["lr"])}
+
+    def add_param_group(self, group: dict[str, Any]) -> None:
+        """Add a group ``{"params": [...], <hyperparameter>: value, ...}``; what it does not set
+        comes from the defaults. A Param may belong to one group only."""
+        if "params" not in group:
+            raise ValueError(f"{self._name}: a parameter group needs a 'params' entry, got keys {sorted(group)}")
+        unknown = sorted(set(group) - {"params"} - set(self.hyperparameter_names))
+        if unknown:
+            raise ValueError(f"{self._name}: unknown hyperparameter(s) {', '.join(unknown)} in a parameter group; "
+                             f"known: {', '.join(self.hyperparameter_names)}")
+        params = group["params"]
+        params = [params] if isinstance(params, Param) else list(params)
+        taken = {id(p) for g in self.param_groups for p in (g["params"] or ())}
+        if self.param_groups and self.param_groups[0]["params"] is None:
+            raise ValueError(f"{self._name}: was made without params (it updates every parameter of the model); "
+                             "it takes no parameter groups")
+        for i, p in enumerate(params):
+            if not isinstance(p, Param):
+                raise TypeError(f"{self._name}: item {i} of a parameter group is a {type(p).__name__}, not a Param")
+            if id(p) in taken:
+                raise ValueError(f"{self._name}: a Param of shape {p.shape} appears in more than one parameter group")
+            taken.add(id(p))
+        settings = {k: v for k, v in group.items() if k != "params"}
+        self.param_groups.append({"params": params, **self._validated({**self.defaults, **settings})})
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached when normal lookup fails: the defaults read as attributes (opt.lr, opt.betas)
+        defaults = self.__dict__.get("defaults")
+        if defaults is not None and name in defaults:
+            return defaults[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.hyperparameter_names:
+            # a hyperparameter assigned on the optimizer is the default and every group's
+            defaults = self._validated({**self.defaults, name: value})
+            groups = [{**g, **self._validated({**g, name: value})} for g in self.param_groups]
+            object.__setattr__(self, "defaults", defaults)
+            self.param_groups = groups
+        else:
+            object.__setattr__(self, name, value)
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The defaults, and the groups (their hyperparameters, and the positions of their
+        parameters in the order the groups list them, as PyTorch's state_dict numbers them)."""
+        groups, start = [], 0
+        for group in self.param_groups:
+            settings = {k: _plain(group[k]) for k in self.hyperparameter_names}
+            if group["params"] is None:
+                groups.append({"params": None, **settings})
+            else:
+                count = len(group["params"])
+                groups.append({"params": list(range(start, start + count)), **settings})
+                start += count
+        return {**{k: _plain(v) for k, v in self.defaults.items()}, "param_groups": groups}
+
+    # ---------------------------------------------------------------- step
     def step(self, model: Module, grads: Any, lr: float | None = None) -> Module:
-        """One update of every parameter of ``model`` that has a gradient in ``grads``.
+        """One update of the parameters of ``model`` that have a gradient in ``grads`` and
+        belong to a group (all of them when the optimizer was made without params).
 
         ``grads`` is a Gradients container or an Accumulator. A window marked
         non-finite is skipped: no parameter or state changes, ``skipped_steps`` grows.
+        ``lr`` scales every group's rate by ``lr / self.lr`` (see the module docstring).
         """
         window = gradient_window(grads)
         if window.skip:
             self.skipped_steps += 1
             return model
-        entries = self._entries(model, window)
+        base = self.defaults["lr"]
+        target = base if lr is None else _check_positive("lr", lr)
+        grouped = self._entries(model, window)
         self.step_count += 1
-        self._update(entries, self.lr if lr is None else _check_positive("lr", lr), window.grad_scale)
+        for group, entries in zip(self.param_groups, grouped, strict=True):
+            if not entries:
+                continue
+            settings = self._validated({k: group[k] for k in self.hyperparameter_names})
+            if target != base:
+                settings["lr"] = target if settings["lr"] == base else settings["lr"] * (target / base)
+            self._update(entries, settings, window.grad_scale)
         return model
 
-    @staticmethod
-    def _entries(model: Module, window: GradientWindow) -> list[UpdateEntry]:
-        entries = []
+    def _entries(self, model: Module, window: GradientWindow) -> list[list[UpdateEntry]]:
+        """(name, param, grad) of every model parameter with a gradient, sorted into the groups."""
+        group_of = {id(p): i for i, g in enumerate(self.param_groups) for p in (g["params"] or ())}
+        every = self.param_groups[0]["params"] is None
+        grouped: list[list[UpdateEntry]] = [[] for _ in self.param_groups]
         for name, param in model.named_parameters():
             grad = window.get(param)
-            if grad is None:
+            index = 0 if every else group_of.get(id(param))
+            if grad is None or index is None:
                 continue
             if tuple(grad.shape) != param.shape:
                 raise ValueError(
@@ -59,19 +176,18 @@ class Optimizer(ABC):
                 )
             if backend_of_array(grad).device != param.device:
                 raise ValueError(f"optimizer: gradient for {name} is on another device than the parameter")
-            entries.append((name, param, grad))
-        return entries
+            grouped[index].append((name, param, grad))
+        return grouped
 
     @abstractmethod
-    def _update(self, entries: list[UpdateEntry], lr: float, grad_scale: float) -> None:
-        """Apply the update rule to every entry, the gradient taken times ``grad_scale``."""
+    def _update(self, entries: list[UpdateEntry], settings: dict[str, Any], grad_scale: float) -> None:
+        """Apply the update rule with one group's ``settings`` to its entries, each gradient
+        taken times ``grad_scale``."""
 
     # ------------------------------------------------------------- state
-    def hyperparameters(self) -> dict[str, Any]:
-        return {"lr": self.lr}
-
     def state_dict(self) -> dict[str, Any]:
-        """Counters, hyperparameters, and per-parameter state arrays as host NumPy copies."""
+        """Counters, hyperparameters (with the groups' inside, see ``hyperparameters``), and
+        per-parameter state arrays as host NumPy copies."""
         return {
             "step_count": self.step_count,
             "skipped_steps": self.skipped_steps,
@@ -85,7 +201,21 @@ class Optimizer(ABC):
 
     def load_state_dict(self, state: dict[str, Any], model: Module | None = None) -> None:
         """Restore ``state_dict()`` output; with ``model``, arrays move to its parameters' devices
-        and every name must belong to one of its parameters."""
+        and every name must belong to one of its parameters.
+
+        Hyperparameters are checked as the constructor checks them, and an unknown one is an
+        error. Saved groups restore each group's hyperparameters by position (the groups
+        must have the same sizes; the Params stay this optimizer's); hyperparameters saved
+        without groups apply to every group. Nothing changes unless everything fits.
+        """
+        missing = [key for key in ("step_count", "state") if key not in state]
+        if missing:
+            raise ValueError(f"{self._name}.load_state_dict: the state lacks {', '.join(missing)}")
+        saved = dict(state.get("hyperparameters", {}))
+        saved_groups = saved.pop("param_groups", None)
+        self._check_known(saved, "")
+        defaults = self._validated({**self.defaults, **saved})
+        groups = self._restored_groups(saved_groups, saved)
         params = dict(model.named_parameters()) if model is not None else {}
         restored: dict[str, dict[str, Any]] = {}
         for name, slots in state["state"].items():
@@ -96,20 +226,64 @@ class Optimizer(ABC):
                 key: (backend.asarray(v) if backend is not None and isinstance(v, np.ndarray) else v)
                 for key, v in slots.items()
             }
+        object.__setattr__(self, "defaults", defaults)
+        self.param_groups = groups
         self.state = restored
         self.step_count = int(state["step_count"])
         self.skipped_steps = int(state.get("skipped_steps", 0))
-        for key, value in state.get("hyperparameters", {}).items():
-            setattr(self, key, value)
+
+    def _check_known(self, saved: dict[str, Any], where: str) -> None:
+        unknown = sorted(set(saved) - set(self.hyperparameter_names))
+        if unknown:
+            raise ValueError(f"{self._name}.load_state_dict: unknown hyperparameter(s) {', '.join(unknown)}{where}; "
+                             f"{self._name} has {', '.join(self.hyperparameter_names)}")
+
+    def _restored_groups(self, saved_groups: list[dict[str, Any]] | None,
+                         saved: dict[str, Any]) -> list[dict[str, Any]]:
+        if saved_groups is None:
+            return [{**g, **self._validated({**g, **saved})} for g in self.param_groups]
+        sizes = [None if g["params"] is None else len(g["params"]) for g in self.param_groups]
+        saved_sizes = [None if g.get("params") is None else len(g["params"]) for g in saved_groups]
+        if sizes != saved_sizes:
+            raise ValueError(f"{self._name}.load_state_dict: the state has parameter groups of sizes {saved_sizes} "
+                             f"(None: every parameter), this optimizer {sizes}")
+        groups = []
+        for i, (group, saved_group) in enumerate(zip(self.param_groups, saved_groups, strict=True)):
+            settings = {k: v for k, v in saved_group.items() if k != "params"}
+            self._check_known(settings, f" in parameter group {i}")
+            groups.append({"params": group["params"], **self._validated({**group, **settings})})
+        return groups
+
+
+def _params_or_lr(optimizer: str, params: Any, lr: float | None) -> tuple[Any, float | None]:
+    """(params, lr) from the two ways to call a constructor: ``SGD(0.1)`` (a number first: the
+    rate, for every parameter of the model) and ``SGD(params, lr=0.1)`` (PyTorch's)."""
+    if isinstance(params, int | float | np.number) and not isinstance(params, bool):
+        if lr is not None:
+            raise TypeError(f"{optimizer}: got a learning rate twice ({params} and lr={lr}); the first "
+                            "argument is either the rate or the parameters")
+        return None, params
+    return params, lr
+
+
+def _plain(value: Any) -> Any:
+    """A hyperparameter as JSON keeps it (tuples become lists)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _check_number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    return float(value)
 
 
 def _check_positive(name: str, value: float) -> float:
-    if not isinstance(value, int | float) or not value > 0:
+    if not _check_number(name, value) > 0:
         raise ValueError(f"{name} must be a positive number, got {value!r}")
     return float(value)
 
 
 def _check_range(name: str, value: float, low: float, high: float) -> float:
-    if not low <= value < high:
+    if not low <= _check_number(name, value) < high:
         raise ValueError(f"{name} must be in [{low}, {high}), got {value!r}")
     return float(value)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from minitorch_accum import kernels
 from minitorch_accum.optim.fused_groups import group_for_fused_step
-from minitorch_accum.optim.optimizer import Optimizer, UpdateEntry, _check_range
+from minitorch_accum.optim.optimizer import Optimizer, UpdateEntry, _check_positive, _check_range, _params_or_lr
 
 __all__ = ["SGD"]
 
@@ -12,24 +14,39 @@ __all__ = ["SGD"]
 class SGD(Optimizer):
     """p -= lr * d, where d = g + wd*p, buf = momentum*buf + (1-dampening)*d, and
     d = buf (or d + momentum*buf with Nesterov). g is the gradient times the window's
-    scale, folded into the same kernel."""
+    scale, folded into the same kernel.
 
-    def __init__(self, lr: float, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
-                 dampening: float = 0.0) -> None:
-        super().__init__(lr)
-        self.momentum = _check_range("momentum", momentum, 0.0, 1.0)
-        self.weight_decay = _check_range("weight_decay", weight_decay, 0.0, float("inf"))
-        self.dampening = _check_range("dampening", dampening, 0.0, 1.0 + 1e-12)
-        if nesterov and (momentum == 0.0 or dampening != 0.0):
+    ``SGD(0.1, momentum=0.9)`` updates every parameter of the model given to ``step``;
+    ``SGD(model.parameters(), lr=0.1)`` or ``SGD([{"params": ..., "lr": ...}, ...], lr=0.1)``
+    only those, PyTorch style (see ``Optimizer``).
+    """
+
+    hyperparameter_names = ("lr", "momentum", "weight_decay", "nesterov", "dampening")
+
+    def __init__(self, params: Any = None, lr: float | None = None, *, momentum: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, dampening: float = 0.0) -> None:
+        params, lr = _params_or_lr("SGD", params, lr)
+        if lr is None:
+            raise TypeError("SGD: lr is required, e.g. SGD(0.1) or SGD(model.parameters(), lr=0.1)")
+        super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay,
+                                  "nesterov": nesterov, "dampening": dampening})
+
+    def _validated(self, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+        h = hyperparameters
+        checked = {
+            "lr": _check_positive("lr", h["lr"]),
+            "momentum": _check_range("momentum", h["momentum"], 0.0, 1.0),
+            "weight_decay": _check_range("weight_decay", h["weight_decay"], 0.0, float("inf")),
+            "nesterov": bool(h["nesterov"]),
+            "dampening": _check_range("dampening", h["dampening"], 0.0, 1.0 + 1e-12),
+        }
+        if checked["nesterov"] and (checked["momentum"] == 0.0 or checked["dampening"] != 0.0):
             raise ValueError("SGD: nesterov needs momentum > 0 and dampening = 0")
-        self.nesterov = nesterov
+        return checked
 
-    def hyperparameters(self) -> dict:
-        return {"lr": self.lr, "momentum": self.momentum, "weight_decay": self.weight_decay,
-                "nesterov": self.nesterov, "dampening": self.dampening}
+    def _update(self, entries: list[UpdateEntry], settings: dict[str, Any], grad_scale: float) -> None:
+        uses_momentum = settings["momentum"] != 0.0
 
-    def _update(self, entries: list[UpdateEntry], lr: float, grad_scale: float) -> None:
-        uses_momentum = self.momentum != 0.0
         def first(name: str, _: object) -> bool:
             return uses_momentum and "momentum_buffer" not in self.state.get(name, {})
 
@@ -41,8 +58,8 @@ class SGD(Optimizer):
                     self.state[name].setdefault("momentum_buffer", group.xp.zeros(data.shape, dtype=data.dtype))
                 bufs = [self.state[name]["momentum_buffer"] for name in group.names]
             kernels.multi_sgd_momentum_step(
-                group.params, group.grads, bufs, lr=lr, momentum=self.momentum, dampening=self.dampening,
-                weight_decay=self.weight_decay, nesterov=self.nesterov, grad_scale=grad_scale,
-                first_step=first_step,
+                group.params, group.grads, bufs, lr=settings["lr"], momentum=settings["momentum"],
+                dampening=settings["dampening"], weight_decay=settings["weight_decay"],
+                nesterov=settings["nesterov"], grad_scale=grad_scale, first_step=first_step,
             )
             group.write_back()

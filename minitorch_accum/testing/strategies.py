@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-__all__ = ["arrays", "broadcastable_shapes", "matmul_shapes", "shapes"]
+__all__ = ["arrays", "axes_for", "broadcastable_shapes", "matmul_shapes", "shapes"]
 
 
 def shapes(min_dims: int = 0, max_dims: int = 3, min_side: int = 1, max_side: int = 4) -> st.SearchStrategy:
@@ -40,3 +40,13 @@ def matmul_shapes(draw: Any, max_batch_dims: int = 2, max_side: int = 4) -> tupl
 def arrays(shape: tuple[int, ...], low: float = -2.0, high: float = 2.0, dtype: Any = np.float64) -> st.SearchStrategy:
     """Arrays of finite values in [low, high]."""
     return hnp.arrays(dtype, shape, elements=st.floats(low, high, allow_nan=False, allow_infinity=False, width=64))
+
+
+@st.composite
+def axes_for(draw: Any, shape: tuple[int, ...]) -> int | tuple[int, ...] | None:
+    """An ``axis`` argument for ``shape``: None (all axes), one axis, or distinct axes, negative ones included."""
+    if not shape or draw(st.booleans()):
+        return None
+    axes = draw(st.lists(st.integers(-len(shape), len(shape) - 1), min_size=1, max_size=len(shape),
+                         unique_by=lambda a: a % len(shape)))
+    return axes[0] if len(axes) == 1 else tuple(axes)

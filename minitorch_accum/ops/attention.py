@@ -1,0 +1,66 @@
+"""Scaled dot-product attention as one op: softmax(q k^T scale + bias) v, forward beside backward.
+
+Composed of matmul, add, softmax and matmul ops, the graph would keep the scores,
+the masked scores and the probabilities of every head alive until backward. Fused,
+it keeps only the probabilities (and the inputs, which live anyway): the softmax's
+backward needs nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minitorch_accum.ops.function import Context, Function
+from minitorch_accum.ops.softmax import stable_log_softmax
+
+__all__ = ["ScaledDotProductAttention"]
+
+
+def _swap_last(xp: Any, m: Any) -> Any:
+    return xp.swapaxes(m, -1, -2)
+
+
+class ScaledDotProductAttention(Function):
+    """q (..., L, E), k (..., S, E), v (..., S, Ev) -> (..., L, Ev).
+
+    ``bias`` (broadcast to (..., L, S), -inf where a query may not look) is added to
+    the scaled scores; ``keep`` (the same shape, bool) with ``keep_scale`` = 1/(1-p) is
+    dropout applied to the probabilities, as PyTorch's math path does.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, q: Any, k: Any, v: Any, *, scale: float, bias: Any, keep: Any,
+                keep_scale: float) -> Any:
+        xp = ctx.xp
+        scores = xp.matmul(q, _swap_last(xp, k)) * q.dtype.type(scale)
+        if bias is not None:
+            scores = scores + bias
+        probs = xp.exp(stable_log_softmax(xp, scores, -1))
+        del scores
+        ctx.save(q, k, v, probs)
+        ctx.scale, ctx.keep, ctx.keep_scale = scale, keep, keep_scale
+        return xp.matmul(_dropped(ctx, probs), v)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any, Any, Any]:
+        q, k, v, probs = ctx.saved
+        xp = ctx.xp
+        scale = grad.dtype.type(ctx.scale)
+        need_q, need_k, need_v = ctx.needs_input_grad
+        grad_v = xp.matmul(_swap_last(xp, _dropped(ctx, probs)), grad) if need_v else None
+        if not (need_q or need_k):
+            return None, None, grad_v
+        grad_probs = _dropped(ctx, xp.matmul(grad, _swap_last(xp, v)))
+        # softmax backward: p * (g - sum(g p)) over the keys
+        grad_scores = probs * (grad_probs - xp.sum(grad_probs * probs, axis=-1, keepdims=True))
+        grad_scores *= scale
+        grad_q = xp.matmul(grad_scores, k) if need_q else None
+        grad_k = xp.matmul(_swap_last(xp, grad_scores), q) if need_k else None
+        return grad_q, grad_k, grad_v
+
+
+def _dropped(ctx: Context, m: Any) -> Any:
+    """``m`` with dropout's mask and scale applied (``m`` itself without dropout)."""
+    if ctx.keep is None:
+        return m
+    return m * ctx.keep * m.dtype.type(ctx.keep_scale)

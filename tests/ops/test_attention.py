@@ -1,0 +1,74 @@
+"""Scaled dot-product attention: the fused op against finite differences and against the
+same attention composed of matmul, masked_fill and softmax."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import minitorch_accum as mta
+from minitorch_accum.nn import functional as F
+from minitorch_accum.testing import gradcheck
+from tests.ops.helpers import leaf
+
+
+def composed(q: mta.Tensor, k: mta.Tensor, v: mta.Tensor, mask: np.ndarray | None) -> mta.Tensor:
+    scores = q @ k.mT * (1.0 / math.sqrt(q.shape[-1]))
+    if mask is not None:
+        scores = scores.masked_fill(~mta.tensor(mask), float("-inf"))
+    return scores.softmax(dim=-1) @ v
+
+
+def qkv(seed: int, batch: tuple[int, ...] = (2, 3), length: int = 4, source: int = 5) -> list[mta.Tensor]:
+    rng = np.random.default_rng(seed)
+    return [leaf(rng.normal(size=batch + (n, e))) for n, e in ((length, 6), (source, 6), (source, 7))]
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "bool", "float"])
+def test_attention_gradients(mask_kind: str) -> None:
+    q, k, v = qkv(0, batch=(2,), length=3, source=4)
+    rng = np.random.default_rng(1)
+    mask = {"none": None, "causal": None, "bool": rng.random((3, 4)) > 0.3, "float": rng.normal(size=(2, 3, 4))}
+    mask = mask[mask_kind]
+    if mask_kind == "bool":
+        mask[:, 0] = True  # every query sees at least one key
+    weights = rng.normal(size=(2, 3, 7))
+    gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=mask, is_causal=mask_kind == "causal")
+              * weights, [q, k, v])
+
+
+def test_fused_attention_equals_the_composed_one() -> None:
+    q, k, v = qkv(2, length=5, source=5)
+    causal = np.tri(5, dtype=bool)
+    weights = np.random.default_rng(3).normal(size=(2, 3, 5, 7))
+    fused = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    reference = composed(q, k, v, causal)
+    np.testing.assert_allclose(fused.numpy(), reference.numpy(), rtol=1e-13, atol=1e-15)
+    ours = (fused * weights).sum().backward()
+    theirs = (reference * weights).sum().backward()
+    for t in (q, k, v):
+        np.testing.assert_allclose(ours[t], theirs[t], rtol=1e-12, atol=1e-14)
+
+
+def test_attention_dropout_uses_one_mask_for_forward_and_backward() -> None:
+    q, k, v = qkv(4, batch=(1,), length=3, source=3)
+
+    def fn(a: mta.Tensor, b: mta.Tensor, c: mta.Tensor) -> mta.Tensor:
+        return F.scaled_dot_product_attention(a, b, c, dropout_p=0.3, rng=np.random.default_rng(5))
+
+    gradcheck(fn, [q, k, v])
+    assert not np.allclose(fn(q, k, v).numpy(), F.scaled_dot_product_attention(q, k, v).numpy())
+
+
+def test_attention_scale_and_errors() -> None:
+    q, k, v = qkv(6, batch=(1,))
+    np.testing.assert_allclose(F.scaled_dot_product_attention(q, k, v, scale=0.5).numpy(),
+                               composed(q * math.sqrt(6) * 0.5, k, v, None).numpy(), rtol=1e-13)
+    with pytest.raises(ValueError, match="give attn_mask or is_causal=True, not both"):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((4, 5), dtype=bool), is_causal=True)
+    with pytest.raises(mta.OpError, match=r"attn_mask of shape \(3, 3\) does not broadcast to the scores' shape"):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 3), dtype=bool))
+    with pytest.raises(mta.OpError, match=r"query \(1, 4, 6\), key \(1, 5, 7\) and value \(1, 5, 7\) must be"):
+        F.scaled_dot_product_attention(q, v, v)
