@@ -54,9 +54,15 @@ def _activation(layer: Module, z: np.ndarray, dz_err: np.ndarray, u: float) -> t
         t = np.tanh(z)
         return t, dz_err + 2 * u * np.abs(t), 1.0 - t * t, 0.77
     if isinstance(layer, GELU):
-        t = np.tanh(_GELU_C * (z + 0.044715 * z**3))
-        value = 0.5 * z * (1.0 + t)
-        derivative = 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * z * z)
+        if getattr(layer, "approximate", "none") == "tanh":
+            t = np.tanh(_GELU_C * (z + 0.044715 * z**3))
+            value = 0.5 * z * (1.0 + t)
+            derivative = 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * z * z)
+        else:  # the exact form z * Phi(z): its derivative Phi(z) + z phi(z), its second phi(z) (2 - z^2) <= 0.8
+            from scipy.special import erf
+
+            value = 0.5 * z * (1.0 + erf(z / np.sqrt(2.0)))
+            derivative = 0.5 * (1.0 + erf(z / np.sqrt(2.0))) + z * np.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi)
         return value, 1.13 * dz_err + 10 * u * (np.abs(value) + np.abs(z)), derivative, 0.8
     raise ValueError(f"rounding_bound: no error model for {type(layer).__name__}")
 

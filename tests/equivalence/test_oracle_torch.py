@@ -33,7 +33,7 @@ def to_torch(model: nn.Sequential) -> torch.nn.Sequential:
             t = torch.nn.LayerNorm(layer.d, eps=layer.eps, dtype=torch.float64)
         else:
             t = {nn.ReLU: torch.nn.ReLU(), nn.Tanh: torch.nn.Tanh(),
-                 nn.GELU: torch.nn.GELU(approximate="tanh")}[type(layer)]
+                 nn.GELU: torch.nn.GELU(approximate=getattr(layer, "approximate", "none"))}[type(layer)]
         layers.append(t)
     return torch.nn.Sequential(*layers)
 
