@@ -168,7 +168,7 @@ class ArenaStore:
         one look at the sum sees any micro-batch's)."""
         if int(self.flag[0]):
             return False
-        unproven = [(p, v) for p, v in self.views() if not self._bound_is_safe(p, v)]
+        unproven = [(p, v) for p, v in self.views() if not self.bound_is_safe(p, v)]
         if not unproven:
             return True
         start = time.perf_counter()
@@ -176,7 +176,8 @@ class ArenaStore:
         self._record_pass("finite_check", unproven, start)
         return finite
 
-    def _bound_is_safe(self, param: Param, view: Any) -> bool:
+    def bound_is_safe(self, param: Param, view: Any) -> bool:
+        """True unless a GEMM wrote ``view`` and its running bound could reach the dtype's maximum."""
         bound = self._gemm_bound.get(id(param))
         return bound is None or bound < float(np.finfo(view.dtype).max) / 4
 

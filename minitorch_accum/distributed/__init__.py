@@ -12,6 +12,7 @@ from minitorch_accum.distributed.communicator import CollectiveCounts, Communica
 from minitorch_accum.distributed.data_order import WindowShare, rank_windows
 from minitorch_accum.distributed.data_parallel import DataParallel, WindowReduction
 from minitorch_accum.distributed.mpi_communicator import MPICommunicator
+from minitorch_accum.distributed.zero import ZeroRedundancy, ZeroRedundancyOptimizer
 
 __all__ = [
     "Bucket",
@@ -22,6 +23,8 @@ __all__ = [
     "MPICommunicator",
     "WindowReduction",
     "WindowShare",
+    "ZeroRedundancy",
+    "ZeroRedundancyOptimizer",
     "plan_buckets",
     "rank_windows",
 ]

@@ -147,9 +147,18 @@ class Optimizer(ABC):
         if window.skip:
             self.skipped_steps += 1
             return model
+        self.update(self._entries(model, window), window.grad_scale, lr)
+        return model
+
+    def update(self, grouped: list[list[UpdateEntry]], grad_scale: float = 1.0, lr: float | None = None) -> None:
+        """One step of the given (name, param, gradient) entries, sorted by group (one list per
+        entry of ``param_groups``). ``step()`` calls it for a model's parameters; ZeRO-1 calls it
+        for the pieces of parameters in its rank's shard, named ``<name>@<start>:<stop>``."""
+        if len(grouped) != len(self.param_groups):
+            raise ValueError(f"{self._name}.update: got {len(grouped)} lists of entries for "
+                             f"{len(self.param_groups)} parameter groups")
         base = self.defaults["lr"]
         target = base if lr is None else _check_positive("lr", lr)
-        grouped = self._entries(model, window)
         self.step_count += 1
         for group, entries in zip(self.param_groups, grouped, strict=True):
             if not entries:
@@ -157,8 +166,13 @@ class Optimizer(ABC):
             settings = self._validated({k: group[k] for k in self.hyperparameter_names})
             if target != base:
                 settings["lr"] = target if settings["lr"] == base else settings["lr"] * (target / base)
-            self._update(entries, settings, window.grad_scale)
-        return model
+            self._update(entries, settings, grad_scale)
+
+    def group_index(self, param: Param) -> int | None:
+        """Which parameter group updates ``param`` (None: none does, so it is not updated)."""
+        if self.param_groups[0]["params"] is None:
+            return 0
+        return next((i for i, g in enumerate(self.param_groups) if any(p is param for p in g["params"])), None)
 
     def _entries(self, model: Module, window: GradientWindow) -> list[list[UpdateEntry]]:
         """(name, param, grad) of every model parameter with a gradient, sorted into the groups."""

@@ -31,6 +31,7 @@ from minitorch_accum.distributed import (
 from minitorch_accum.distributed.checkpoint_broadcast import gather_json, share_checkpoint
 from minitorch_accum.distributed.launch import make_communicator
 from minitorch_accum.distributed.parameter_sync import broadcast_parameters, parameters_agree
+from minitorch_accum.distributed.zero import ZeroRedundancy, ZeroRedundancyOptimizer
 from minitorch_accum.nn import Module
 from minitorch_accum.optim import Optimizer, clip_grad_norm
 from minitorch_accum.optim.lr_scheduler import LRScheduler
@@ -166,8 +167,9 @@ class Learner:
         if config.distributed is not None:
             self._check_distributed(config)
             self.comm = make_communicator(config.distributed.communicator)
-            self.data_parallel = DataParallel(self.comm, config.distributed.bucket_bytes,
-                                              config.distributed.first_bucket_bytes)
+            reducer = ZeroRedundancy if config.distributed.zero else DataParallel
+            self.data_parallel = reducer(self.comm, config.distributed.bucket_bytes,
+                                         config.distributed.first_bucket_bytes)
         self.rank, self.world_size = self.comm.rank, self.comm.world_size
         self.is_main = self.rank == 0
         # float16 losses hold at most 65504, so the scale starts at 2^15 rather than PyTorch's 2^16
@@ -176,6 +178,10 @@ class Learner:
                                        reduction=config.reduction, fusion=config.fusion,
                                        accum_dtype=config.accum_dtype, compensated=config.compensated,
                                        loss_scaler=scaler, reducer=self.data_parallel)
+        # what steps the parameters: the optimizer, or ZeRO-1 stepping this rank's shard with it
+        self.stepper: Optimizer | ZeroRedundancyOptimizer = (
+            ZeroRedundancyOptimizer(optimizer, self.accumulator)
+            if isinstance(self.data_parallel, ZeroRedundancy) else optimizer)
         self.history = History(rank=self.rank)
         self.step = 0
         self._window = _Window()
@@ -389,7 +395,7 @@ class Learner:
             if config.lr_scheduler is not None:
                 lr = config.lr_scheduler.step()
             grad_norm = clip_grad_norm(acc, config.clip_grad_norm) if config.clip_grad_norm else acc.grad_norm()
-            self.optimizer.step(self.step_model, acc, lr=lr)
+            self.stepper.step(self.step_model, acc, lr=lr)
         micro = acc.micro_step
         acc.zero()
         step_seconds = time.perf_counter() - start
@@ -479,9 +485,9 @@ class Learner:
         rng = get_rng_state()
         rng_ranks = gather_json(self.comm, rng) if self.world_size > 1 else None
         acc_state = self.accumulator.state_dict()
+        opt_state = self.stepper.state_dict()  # ZeRO-1: gathered from the shards (every rank takes part)
         if not self.is_main:
             return None
-        opt_state = self.optimizer.state_dict()
         opt_arrays = {f"{name}/{slot}": value for name, slots in opt_state["state"].items()
                       for slot, value in slots.items() if isinstance(value, np.ndarray)}
         opt_scalars = {name: {slot: value for slot, value in slots.items() if not isinstance(value, np.ndarray)}
@@ -560,13 +566,11 @@ class Learner:
         for key, value in arrays.get("optimizer", {}).items():
             name, slot = key.rsplit("/", 1)
             slots.setdefault(name, {})[slot] = value
-        hyperparameters = self.optimizer.hyperparameters()
-        self.optimizer.load_state_dict({"step_count": opt["step_count"], "skipped_steps": opt["skipped_steps"],
-                                        "hyperparameters": opt["hyperparameters"], "state": slots},
-                                       model=self.step_model)
-        if self.config.allow_config_change:
-            self.optimizer.load_state_dict({**self.optimizer.state_dict(), "hyperparameters": hyperparameters},
-                                           model=self.step_model)
+        # an allowed change of settings keeps this run's hyperparameters (the message said which)
+        hyperparameters = self.optimizer.hyperparameters() if self.config.allow_config_change \
+            else opt["hyperparameters"]
+        self.stepper.load_state_dict({"step_count": opt["step_count"], "skipped_steps": opt["skipped_steps"],
+                                      "hyperparameters": hyperparameters, "state": slots}, model=self.step_model)
         self.accumulator.load_state_dict({"meta": state["accumulator"], "arrays": arrays.get("accumulator", {})})
         if self.config.lr_scheduler is not None and state["scheduler"] is not None:
             self.config.lr_scheduler.load_state_dict(state["scheduler"])

@@ -102,9 +102,14 @@ def fit(out: Path, k: int, epochs: int, *, compensated: bool, resume: bool = Fal
     learner = builder.build(model, optim.AdamW(lr=0.01, weight_decay=0.1))
     trained, history = learner.fit(DataLoader(classification_data(), 4, seed=3),
                                    DataLoader(classification_data(40, seed=9), 16, shuffle=False), resume=resume)
+    state_elements = sum(v.size for slots in learner.optimizer.state.values() for v in slots.values()
+                         if isinstance(v, np.ndarray))
     if learner.rank == 0:
         np.savez(out / "params.npz", **{name: p.numpy() for name, p in trained.named_parameters()})
         (out / "history.json").write_text(json.dumps({"steps": history.steps, "valid": history.valid}))
+        (out / "facts.json").write_text(json.dumps({
+            "calls": learner.comm.counts.calls, "optimizer_state_elements": state_elements,
+            "parameters": sum(p.size for p in trained.parameters()), "stepper": type(learner.stepper).__name__}))
 
 
 class FailingClassifier(Classifier):
@@ -133,6 +138,7 @@ def main(argv: list[str]) -> None:
     elif scenario == "fit":
         fit(out, int(options["k"]), int(options["epochs"]), compensated=options.get("compensated") == "1",
             resume=options.get("resume") == "1", zero=options.get("zero") == "1",
+            distributed=options.get("distributed", "1") == "1",
             fail_at_step=int(options["fail_at"]) if "fail_at" in options else None)
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")

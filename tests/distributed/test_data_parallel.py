@@ -111,8 +111,26 @@ def test_zero1_equals_plain_data_parallel(tmp_path: Path) -> None:
     run_ranks(RANKS, ["tests.distributed.rank_programs", "fit", str(tmp_path / "zero"), "k=3", "epochs=1",
                       "compensated=0", "zero=1"])
     dp, zero = _params(tmp_path / "dp"), _params(tmp_path / "zero")
-    for name in dp:
+    for name in dp:  # the same sums and the same elementwise step; only the clipping norm sums in another order
         np.testing.assert_allclose(zero[name], dp[name], rtol=0, atol=1e-12, err_msg=name)
+    facts = {run: json.loads((tmp_path / run / "facts.json").read_text()) for run in ("dp", "zero")}
+    assert facts["zero"]["stepper"] == "ZeroRedundancyOptimizer"
+    assert facts["zero"]["calls"]["reduce_scatter"] == 5 and "allreduce" not in facts["zero"]["calls"]
+    assert facts["dp"]["calls"]["allreduce"] == 5 and "reduce_scatter" not in facts["dp"]["calls"]
+    # AdamW keeps two moments per element: all of them on a plain rank, its half on a ZeRO-1 rank
+    parameters = facts["dp"]["parameters"]
+    assert facts["dp"]["optimizer_state_elements"] == 2 * parameters
+    assert facts["zero"]["optimizer_state_elements"] <= parameters + 16
+
+
+def test_zero1_checkpoints_hold_whole_tensors_and_resume_on_one_rank(tmp_path: Path) -> None:
+    fit(tmp_path / "whole", k=6, epochs=2, compensated=True, distributed=False)
+    run_ranks(RANKS, ["tests.distributed.rank_programs", "fit", str(tmp_path / "zero"), "k=3", "epochs=1",
+                      "compensated=1", "zero=1"])
+    fit(tmp_path / "zero", k=3, epochs=2, compensated=True, resume=True)
+    whole, resumed = _params(tmp_path / "whole"), _params(tmp_path / "zero")
+    for name in whole:
+        np.testing.assert_array_equal(resumed[name], whole[name], err_msg=name)
 
 
 def test_resume_on_two_ranks_from_a_one_rank_checkpoint_and_back(tmp_path: Path) -> None:
