@@ -61,9 +61,12 @@ def measure(settings: Settings, log: Log) -> dict[str, Any]:
                        "allreduce_over_copy_time": median(reduce) / median(copy)})
     one = [s for run in single for s in run["step_seconds"]]
     r = [s for run in many for s in run["step_seconds"]]
+    overlapped = [s for run in many for s in run["overlap_step_seconds"]]
     return {"benchmark": BENCHMARK, "machine": machine_info(), "settings": settings_record(settings),
             "arenas": arenas,
             "step": {"k_single": single[0]["k"], "k_per_rank": many[0]["k"],
                      "items_per_step": settings.ranks * settings.k * settings.micro_batch,
                      "single_seconds": median(one), "ranks_seconds": median(r),
-                     "speedup": median(one) / median(r), "single_samples": one, "ranks_samples": r}}
+                     "speedup": median(one) / median(r), "single_samples": one, "ranks_samples": r,
+                     "overlap_seconds": median(overlapped), "overlap_samples": overlapped,
+                     "overlap_over_plain": median(overlapped) / median(r)}}

@@ -38,7 +38,7 @@ def arena_reduction(comm: Any, elements: int, repeats: int) -> dict[str, Any]:
     return {"elements": elements, "bytes": arena.nbytes, "copy_seconds": copy, "allreduce_seconds": reduce}
 
 
-def step_time(comm: Any, settings: dict[str, Any], k: int) -> list[float]:
+def step_time(comm: Any, settings: dict[str, Any], k: int, overlap: bool = False) -> list[float]:
     """Seconds per optimizer step of an MLP with k micro-batches per rank (one window each step)."""
     import minitorch_accum as mta
     from minitorch_accum import nn, optim
@@ -54,7 +54,9 @@ def step_time(comm: Any, settings: dict[str, Any], k: int) -> list[float]:
         if i < len(dims) - 2:
             layers.append(nn.ReLU())
     model = nn.Sequential(*layers)
-    reducer = DataParallel(comm) if comm.world_size > 1 else None
+    # overlap needs more than one bucket to start anything early: 1 MiB buckets then
+    reducer = (DataParallel(comm, bucket_bytes=1 << 20, first_bucket_bytes=1 << 18, overlap=overlap)
+               if comm.world_size > 1 else None)
     acc = Accumulator(model, steps=k, reducer=reducer)
     opt = optim.AdamW(lr=1e-3)
     data = rng.normal(size=(k, b, dims[0])).astype(np.float32)
@@ -81,6 +83,8 @@ def main(argv: list[str]) -> None:
     # one global batch: k micro-batches per rank at R ranks, R x k in one process
     result["k"] = settings["k"] * settings["ranks"] // comm.world_size
     result["step_seconds"] = step_time(comm, settings, result["k"])
+    if comm.world_size > 1:
+        result["overlap_step_seconds"] = step_time(comm, settings, result["k"], overlap=True)
     if comm.rank == 0:
         with open(argv[1], "w") as handle:
             json.dump(result, handle)

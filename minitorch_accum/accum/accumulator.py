@@ -156,11 +156,13 @@ class Accumulator:
                                "sums of whole micro-batches; call acc.zero() to discard the window")
 
     # --------------------------------------------------------------- backward
-    def backward(self, loss: Tensor, num_items: int | None = None) -> None:
+    def backward(self, loss: Tensor, num_items: int | None = None, closes_window: bool | None = None) -> None:
         """Backpropagate one micro-batch's loss and fold its gradients into the window.
 
         With ``reduction="items"`` the loss must be summed over the micro-batch's items
-        and ``num_items`` must say how many there were.
+        and ``num_items`` must say how many there were. ``closes_window``: this is the
+        window's last micro-batch (default: when it makes ``steps``); a data-parallel
+        reducer may start reducing during it.
         """
         self._check_whole("backward")
         if self._closed:
@@ -186,6 +188,10 @@ class Accumulator:
             with np.errstate(over="ignore"):
                 seed = loss._backend.xp.full(loss.data.shape, factor, dtype=loss.dtype)
             scale = 1.0 / factor
+        if self.reducer is not None and (closes_window or (closes_window is None
+                                                           and self._micro_step + 1 == self.steps)):
+            assert isinstance(self.store, ArenaStore)
+            self.reducer.window_closing(self.store)
         self.store.micro_batch(loss, seed, scale)
         self._micro_step += 1
         self._items += int(num_items or 0)

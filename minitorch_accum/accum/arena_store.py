@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,8 @@ class ArenaStore:
         self._names = {id(p): n for n, p in named}
         self._params = [p for _, p in named]
         self.recorder = recorder
+        #: when set, called with each parameter whose gradient of this backward is complete
+        self.leaf_done: Callable[[Param], None] | None = None
         self._scale = 1.0
         self._touched = False
         self.reset()
@@ -69,6 +71,7 @@ class ArenaStore:
         self._gemm_bound: dict[int, float] = {}  # param id -> bound on |entries| of its GEMM-written view
         self._folded = False
         self.poisoned = False
+        self.leaf_done = None
         self.flag[0] = 0
 
     @property

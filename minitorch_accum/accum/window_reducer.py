@@ -23,6 +23,9 @@ class WindowReducer(Protocol):
     #: True when, after ``reduce``, each rank holds only its shard of the summed gradient (ZeRO-1)
     sharded: bool
 
+    def window_closing(self, store: ArenaStore) -> None:
+        """The window's last micro-batch is about to run (a reducer may start reducing during it)."""
+
     def reduce(self, store: ArenaStore, micro_batches: int, items: int) -> tuple[int, int]:
         """Sum the window over all ranks (one collective phase); return the global
         (micro-batch, item) counts."""

@@ -83,6 +83,9 @@ class LeafSink(Protocol):
     def add_product(self, leaf: Tensor, a: Any, b: Any) -> None:
         """One contribution equal to ``a @ b`` (2-D), for the sink to compute where it likes."""
 
+    # Optional: ``leaf_done(leaf)``, called once per accepted leaf when backward has no more
+    # contributions for it (data parallelism starts reducing a bucket when all of its are done).
+
 
 def reduce_to_shape(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:
     """Sum a gradient computed in a broadcast shape back to the input's own shape."""
@@ -206,13 +209,31 @@ def run_backward(
 
 def _walk(order: list[Node], pending: dict[int, Any], route: Any, retain_graph: bool) -> None:
     """Process nodes in order, each releasing its saved activations as soon as it is done."""
-    for node in order:
+    finishing = _leaves_finished_by(order) if getattr(route, "leaf_done", None) is not None else {}
+    for index, node in enumerate(order):
         out_grad = pending.pop(id(node), None)
         if out_grad is not None:  # None: nothing flowed here (an output that was not used)
             _backward_node(node, out_grad, pending, route)
         del out_grad
         if not retain_graph:
             node.release()
+        for leaf in finishing.get(index, ()):
+            if route.accepts(leaf):
+                route.leaf_done(leaf)
+
+
+def _leaves_finished_by(order: list[Node]) -> dict[int, list[Tensor]]:
+    """For each position in ``order``, the leaves whose last contribution comes from that node:
+    after it, their gradient of this backward is complete (a tied weight's too)."""
+    last: dict[int, tuple[int, Tensor]] = {}
+    for index, node in enumerate(order):
+        for edge in node.inputs:
+            if edge.leaf is not None:
+                last[id(edge.leaf)] = (index, edge.leaf)
+    finishing: dict[int, list[Tensor]] = {}
+    for index, leaf in last.values():
+        finishing.setdefault(index, []).append(leaf)
+    return finishing
 
 
 def _backward_node(node: Node, out_grad: Any, pending: dict[int, Any], route: Any) -> None:

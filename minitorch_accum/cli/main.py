@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="communicator: auto = MPI when started by mpiexec with more than one rank")
     train.add_argument("--zero", action="store_true",
                        help="ZeRO-1: shard the reduced gradient and the optimizer state over the ranks")
+    train.add_argument("--overlap", action="store_true",
+                       help="start each bucket's reduction during the window's last backward (data-parallel)")
     train.add_argument("--progress", choices=_PROGRESS, default="auto", help="progress display (rank 0 only)")
 
     compare = _command(sub, "compare", "k x b against k*b and b, from the same seed")

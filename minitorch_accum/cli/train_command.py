@@ -93,8 +93,9 @@ def run_training(args: Any, out: Path, micro_batch: int, accum: int, progress: s
                .devices([_rank_device(args.device)]).config(run)
                .allow_config_change(getattr(args, "allow_config_change", False)))
     distributed = getattr(args, "distributed", "local")
-    if distributed != "local" or getattr(args, "zero", False):
-        builder = builder.distributed(distributed, zero=getattr(args, "zero", False))
+    zero, overlap = getattr(args, "zero", False), getattr(args, "overlap", False)
+    if distributed != "local" or zero or overlap:
+        builder = builder.distributed(distributed, zero=zero, overlap=overlap)
     if checkpoint_every:
         builder = builder.with_file_checkpointer(every_steps=checkpoint_every)
     learner = builder.build(task.model, make_optimizer(args.optimizer, args.lr))

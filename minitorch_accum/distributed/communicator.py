@@ -21,7 +21,19 @@ import numpy as np
 
 from minitorch_accum.distributed.pair_sum import add_pairs
 
-__all__ = ["CollectiveCounts", "Communicator", "LocalCommunicator"]
+__all__ = ["CollectiveCounts", "Communicator", "LocalCommunicator", "Pending"]
+
+
+class Pending:
+    """A collective in flight: ``wait()`` returns when its result is in place."""
+
+    def __init__(self, wait: Any = None) -> None:
+        self._wait = wait
+
+    def wait(self) -> None:
+        if self._wait is not None:
+            wait, self._wait = self._wait, None
+            wait()
 
 
 @dataclass
@@ -106,6 +118,23 @@ class Communicator(ABC):
         self.counts.add("allreduce", array.nbytes)
         if self.world_size > 1:
             self._allreduce(array)
+
+    def iallreduce(self, array: Any, comp: Any = None) -> Pending:
+        """Start ``allreduce`` (or, with ``comp``, ``allreduce_pairs``) and return at once; the
+        result is in place after ``wait()``. Counted as the blocking call."""
+        _check_contiguous("iallreduce", array, *(() if comp is None else (comp,)))
+        self.counts.add("allreduce", array.nbytes + (0 if comp is None else comp.nbytes))
+        if self.world_size == 1:
+            return Pending()
+        return self._iallreduce(array, comp)
+
+    def _iallreduce(self, array: Any, comp: Any) -> Pending:
+        """Libraries without a nonblocking call reduce here, before returning."""
+        if comp is None:
+            self._allreduce(array)
+        else:
+            self._allreduce_pairs(array, comp)
+        return Pending()
 
     def allreduce_pairs(self, acc: Any, comp: Any) -> None:
         """(acc, comp) = the compensated sum of every rank's (acc, comp) pairs, in place."""

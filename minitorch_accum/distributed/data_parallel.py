@@ -3,13 +3,14 @@
 Each rank accumulates its own micro-batches into its arena with no communication at all
 (PyTorch's ``no_sync``); when the window closes, one reduction phase makes it global:
 
-1. a small int64 all-reduce of the window's facts: micro-batches, items, the non-finite
+1. views not written on this rank are zeroed (they hold an earlier window's sums), then
+   every bucket of the arena is all-reduced in place, in plan order (compensated arenas
+   reduce their (sum, compensation) pairs exactly); with ``overlap`` a bucket starts during
+   the window's last backward, as soon as every parameter in it has its gradient;
+2. a small int64 all-reduce of the window's facts: micro-batches, items, the non-finite
    flag, a stop request, and which parameters each rank wrote (a rank may have written
    none: it holds no micro-batch of a short last window, but it still takes part);
    a small float64 all-reduce sums the GEMM finiteness bounds;
-2. views not written on this rank are zeroed (they hold an earlier window's sums), then
-   every bucket of the arena is all-reduced in place (compensated arenas reduce their
-   (sum, compensation) pairs exactly);
 3. the global facts are adopted: the window is normalized once by the global item count.
 
 Every rank ends with bit-identical sums, so every rank takes the same optimizer step.
@@ -30,7 +31,7 @@ from minitorch_accum.distributed.buckets import (
     Bucket,
     plan_buckets,
 )
-from minitorch_accum.distributed.communicator import Communicator
+from minitorch_accum.distributed.communicator import Communicator, Pending
 
 __all__ = ["DataParallel", "WindowReduction"]
 
@@ -44,6 +45,7 @@ class WindowReduction:
     buckets: list[tuple[int, int, float]] = field(default_factory=list)  # (index, bytes, seconds) per bucket
     facts_seconds: float = 0.0
     seconds: float = 0.0
+    started_during_backward: int = 0  # buckets an overlapped reduction started before the window closed
 
     @property
     def bytes(self) -> int:
@@ -56,8 +58,11 @@ class DataParallel:
     sharded = False
 
     def __init__(self, communicator: Communicator, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
-                 first_bucket_bytes: int = DEFAULT_FIRST_BUCKET_BYTES) -> None:
+                 first_bucket_bytes: int = DEFAULT_FIRST_BUCKET_BYTES, overlap: bool = False) -> None:
         self.comm = communicator
+        #: start each bucket's reduction during the window's last backward, as soon as every
+        #: parameter in it has its gradient (off by default: measured slower on the CPU)
+        self.overlap = bool(overlap)
         self.shards = communicator.world_size
         self.bucket_bytes = int(bucket_bytes)
         self.first_bucket_bytes = int(first_bucket_bytes)
@@ -67,6 +72,10 @@ class DataParallel:
         self.stop_requested = False
         self.stop_agreed = False
         self._plans: dict[int, list[Bucket]] = {}
+        self._in_flight: list[tuple[Bucket, Pending, float]] = []
+        self._launched = 0
+        self._waiting: dict[int, set[int]] = {}
+        self._zeroed = False
 
     def buckets(self, store: ArenaStore) -> list[Bucket]:
         """The buckets of ``store``'s arena (planned once per arena)."""
@@ -76,22 +85,70 @@ class DataParallel:
         return self._plans[key]
 
     # ------------------------------------------------------------ WindowReducer
+    def window_closing(self, store: ArenaStore) -> None:
+        """The window's last micro-batch is about to run: with ``overlap``, reduce each bucket
+        as soon as backward has finished every parameter in it."""
+        if not self.overlap:
+            return
+        # views still unwritten are zeroed now: a first write copies over the zeros, and no
+        # bucket already in flight is written to afterwards
+        store.zero_unwritten()
+        self._zeroed = True
+        index = {id(p): name for name, p in zip(store.arena.names, store.arena.params, strict=True)}
+        names = {name: i for i, name in index.items()}
+        self._waiting = {b.index: {names[n] for n in b.params} for b in self.buckets(store)}
+        self._launched = 0
+
+        def leaf_done(param: Any) -> None:
+            for waiting in self._waiting.values():
+                waiting.discard(id(param))
+            self._launch(store, only_ready=True)
+
+        store.leaf_done = leaf_done
+
+    def _launch(self, store: ArenaStore, only_ready: bool) -> None:
+        """Start the next buckets in plan order (every rank starts them in the same order)."""
+        plan = self.buckets(store)
+        comp = store.compensation
+        while self._launched < len(plan):
+            bucket = plan[self._launched]
+            if only_ready and self._waiting.get(bucket.index):
+                return
+            pending = self.comm.iallreduce(bucket.of(store.arena.buffers),
+                                           None if comp is None else bucket.of(comp.buffers))
+            self._in_flight.append((bucket, pending, time.perf_counter()))
+            self._launched += 1
+
     def reduce(self, store: ArenaStore, micro_batches: int, items: int) -> tuple[int, int]:
         started = time.perf_counter()
+        store.leaf_done = None
+        self.last = WindowReduction()
+        if not self._zeroed:
+            store.zero_unwritten()
+        self._reduce_gradients(store)
+        facts_started = time.perf_counter()
         facts = self.comm.allreduce_scalars(
             [micro_batches, items, int(store.flag[0]), int(self.stop_requested), *store.written_mask()], np.int64)
         bounds = self.comm.allreduce_scalars(store.gemm_bounds(), np.float64)
-        self.last = WindowReduction(facts_seconds=time.perf_counter() - started)
-        store.zero_unwritten()
-        self._reduce_gradients(store)
+        self.last.facts_seconds = time.perf_counter() - facts_started
         store.adopt(facts[_FACTS:], bounds, nonfinite=bool(facts[2]))
         self.stop_agreed = bool(facts[3])
         self.windows_reduced += 1
+        self._zeroed = False
         self.last.seconds = time.perf_counter() - started
         self._trace(store)
         return int(facts[0]), int(facts[1])
 
     def _reduce_gradients(self, store: ArenaStore) -> None:
+        if self.overlap:
+            self.last.started_during_backward = self._launched
+            self._launch(store, only_ready=False)  # what backward did not start, in plan order
+            for bucket, pending, started in self._in_flight:
+                pending.wait()
+                self.last.buckets.append((bucket.index, bucket.nbytes * (1 if store.compensation is None else 2),
+                                          time.perf_counter() - started))
+            self._in_flight, self._launched = [], 0
+            return
         comp = store.compensation
         for bucket in self.buckets(store):
             start = time.perf_counter()

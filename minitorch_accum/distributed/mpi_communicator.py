@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.distributed.communicator import Communicator
+from minitorch_accum.distributed.communicator import Communicator, Pending
 from minitorch_accum.distributed.pair_sum import add_pairs
 
 __all__ = ["MPICommunicator", "import_mpi"]
@@ -57,6 +57,21 @@ class MPICommunicator(Communicator):
     def _allreduce(self, array: Any) -> None:
         self._host("allreduce", array)
         self.comm.Allreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM)
+
+    def _iallreduce(self, array: Any, comp: Any) -> Pending:
+        self._host("iallreduce", array, *(() if comp is None else (comp,)))
+        if comp is None:
+            return Pending(self.comm.Iallreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM).Wait)
+        packed = np.stack([acc_flat := array.reshape(-1), comp.reshape(-1)], axis=1)
+        pair, op = self._pair_op(array.dtype)
+        request = self.comm.Iallreduce(self.MPI.IN_PLACE, [packed, pair], op=op)
+
+        def finish() -> None:
+            request.Wait()
+            acc_flat[...] = packed[:, 0]
+            comp.reshape(-1)[...] = packed[:, 1]
+
+        return Pending(finish)
 
     def _reduce_scatter(self, array: Any, shard: Any) -> None:
         self._host("reduce_scatter", array, shard)

@@ -58,6 +58,12 @@ class ZeroRedundancy(DataParallel):
     sharded = True
     _collective_name = "reduce_scatter"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.overlap:
+            raise ValueError("ZeRO-1 reduce-scatters each flat buffer in one call after the window: overlap is "
+                             "for plain data parallelism")
+
     def shard(self, buffer: Any) -> tuple[int, int]:
         """[start, stop) of this rank's shard of a flat buffer."""
         size = buffer.size // self.comm.world_size

@@ -169,7 +169,7 @@ class LearnerBuilder:
 
     def distributed(self, communicator: str | Communicator = "auto", *, zero: bool = False,
                     bucket_bytes: int = 25 << 20, first_bucket_bytes: int = 1 << 20,
-                    check_every: int = 50) -> LearnerBuilder:
+                    check_every: int = 50, overlap: bool = False) -> LearnerBuilder:
         """Data-parallel training: each rank accumulates its share of every window and the window is
         summed over the ranks once, when it closes.
 
@@ -178,13 +178,15 @@ class LearnerBuilder:
         rank: R ranks x k x b is one window of R*k*b items. ``zero``: ZeRO-1 (each rank keeps the
         optimizer state of its shard). ``bucket_bytes``/``first_bucket_bytes``: the pieces one
         collective call reduces. ``check_every``: optimizer steps between checks that every rank
-        holds the same parameters."""
+        holds the same parameters. ``overlap``: start each bucket's reduction during the window's
+        last backward (off by default: on the CPU it measured slower, see docs/distributed.md)."""
         if not isinstance(communicator, Communicator) and communicator not in COMMUNICATORS:
             raise ValueError(f"communicator must be one of {', '.join(COMMUNICATORS)} or a Communicator, "
                              f"got {communicator!r}")
         self._config.distributed = DistributedConfig(
             communicator, bool(zero), _positive_int("bucket_bytes", bucket_bytes),
-            _positive_int("first_bucket_bytes", first_bucket_bytes), _positive_int("check_every", check_every))
+            _positive_int("first_bucket_bytes", first_bucket_bytes), _positive_int("check_every", check_every),
+            bool(overlap))
         return self
 
     def config(self, settings: Any) -> LearnerBuilder:

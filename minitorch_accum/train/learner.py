@@ -63,6 +63,7 @@ class DistributedConfig:
     bucket_bytes: int = 25 << 20
     first_bucket_bytes: int = 1 << 20
     check_every: int = 50
+    overlap: bool = False
 
 
 @dataclass
@@ -169,7 +170,7 @@ class Learner:
             self.comm = make_communicator(config.distributed.communicator)
             reducer = ZeroRedundancy if config.distributed.zero else DataParallel
             self.data_parallel = reducer(self.comm, config.distributed.bucket_bytes,
-                                         config.distributed.first_bucket_bytes)
+                                         config.distributed.first_bucket_bytes, config.distributed.overlap)
         self.rank, self.world_size = self.comm.rank, self.comm.world_size
         self.is_main = self.rank == 0
         # float16 losses hold at most 65504, so the scale starts at 2^15 rather than PyTorch's 2^16
@@ -342,7 +343,7 @@ class Learner:
                 if index < start_batch:
                     continue  # restored with the window
                 self._position = (epoch, index)
-                self._micro_batch(loader.batch(epoch, index))
+                self._micro_batch(loader.batch(epoch, index), closes_window=index == window.batches[-1])
                 progress.micro_batch(self.step, acc.micro_step, k)
                 self._position = (epoch, index + 1)
                 if self.world_size == 1 and index + 1 < window.stop:
@@ -358,13 +359,13 @@ class Learner:
             if self._stop.signal is not None or (self.data_parallel is not None and self.data_parallel.stop_agreed):
                 self._interrupt(epoch, window.stop, progress)
 
-    def _micro_batch(self, batch: Any) -> None:
+    def _micro_batch(self, batch: Any, closes_window: bool) -> None:
         self.step_model.train()
         start = time.perf_counter()
         with PeakMemory(self.accumulator.device()) as peak:
             out = self.step_model.train_step(batch)
             self._check_output(out)
-            self.accumulator.backward(out.loss, out.num_items)
+            self.accumulator.backward(out.loss, out.num_items, closes_window=closes_window)
         self._window.add(out, time.perf_counter() - start, peak.peak_bytes)
 
     def _interrupt(self, epoch: int, next_batch: int, progress: Progress) -> None:

@@ -30,4 +30,5 @@ def test_tiny_all_reduce_run_writes_finite_figures(tmp_path: Path) -> None:
     assert (step["k_single"], step["k_per_rank"]) == (2 * settings.k, settings.k)
     assert step["items_per_step"] == 2 * settings.k * settings.micro_batch
     assert step["speedup"] == pytest.approx(step["single_seconds"] / step["ranks_seconds"])
+    assert step["overlap_over_plain"] == pytest.approx(step["overlap_seconds"] / step["ranks_seconds"])
     assert "speed-up" in ALL_REDUCE.format_table(payload)

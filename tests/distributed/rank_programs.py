@@ -57,26 +57,33 @@ def window(out: Path) -> None:
     order = np.random.default_rng(5).permutation(len(ids))
     batches = -(-len(ids) // B)
     results = {}
-    for fusion, compensated in WINDOW_CASES:
+    for (fusion, compensated), overlap in [(case, overlap) for case in WINDOW_CASES for overlap in (False, True)]:
         model = TokenModel()
         comm.counts.clear()
+        # tiny buckets, so that overlap has several to start during the last backward
+        reducer = DataParallel(comm, bucket_bytes=128, first_bucket_bytes=64) if overlap else DataParallel(comm)
+        reducer.overlap = overlap
         acc = Accumulator(model, steps=K, fusion=fusion, accum_dtype="float64", compensated=compensated,
-                          reducer=DataParallel(comm))
-        grads = []
+                          reducer=reducer)
+        grads, early = [], []
         for share in rank_windows(batches, K, comm.world_size, comm.rank):
             for index in share.batches:
                 rows = order[index * B:(index + 1) * B]
                 loss, items = summed_loss(model, ids[rows], targets[rows])
-                acc.backward(loss, num_items=items)
+                acc.backward(loss, num_items=items, closes_window=index == share.batches[-1])
             window_grads = acc.grads()
+            early.append(reducer.last.started_during_backward)
             grads.append({name: np.array(window_grads[p]) for name, p in model.named_parameters()})
             acc.zero()
-        results[f"{fusion}-{int(compensated)}"] = {"grads": grads, "calls": dict(comm.counts.calls)}
+        results[f"{fusion}-{int(compensated)}{'-overlap' if overlap else ''}"] = {
+            "grads": grads, "calls": dict(comm.counts.calls), "buckets": len(reducer.buckets(acc.store)),
+            "started_during_backward": early}
     if comm.rank == 0:
         arrays = {f"{case}/{w}/{name}": g for case, r in results.items() for w, d in enumerate(r["grads"])
                   for name, g in d.items()}
         np.savez(out / "window.npz", **arrays)
-        (out / "window.json").write_text(json.dumps({case: r["calls"] for case, r in results.items()}))
+        (out / "window.json").write_text(json.dumps({case: {k: v for k, v in r.items() if k != "grads"}
+                                                     for case, r in results.items()}))
 
 
 def classification_data(n: int = 101, seed: int = 0) -> ArrayDataset:

@@ -67,7 +67,24 @@ def test_exactly_one_gradient_allreduce_per_window(two_rank_windows: tuple, fusi
     _, calls = two_rank_windows
     # the arena is one bucket: one gradient all-reduce per window, never one per micro-batch (6 here);
     # the window's facts (counts, flags, written parameters; GEMM bounds) are two small int64/float64 ones
-    assert calls[f"{fusion}-{int(compensated)}"] == {"allreduce": 2, "allreduce_facts": 4}
+    facts = calls[f"{fusion}-{int(compensated)}"]
+    assert (facts["calls"], facts["buckets"]) == ({"allreduce": 2, "allreduce_facts": 4}, 1)
+
+
+@pytest.mark.parametrize(("fusion", "compensated"), WINDOW_CASES)
+def test_overlapped_bucket_reductions_give_the_same_sums(two_rank_windows: tuple, fusion: str,
+                                                         compensated: bool) -> None:
+    grads, calls = two_rank_windows
+    case = f"{fusion}-{int(compensated)}"
+    overlapped = calls[f"{case}-overlap"]
+    assert overlapped["buckets"] > 2  # small buckets: several to start during the last backward
+    assert overlapped["calls"]["allreduce"] == 2 * overlapped["buckets"]  # still one reduction per window
+    # rank 0 holds micro-batches in both windows: some buckets started while its last backward ran
+    assert all(started > 0 for started in overlapped["started_during_backward"])
+    assert calls[case]["started_during_backward"] == [0, 0]
+    for w, window in grads[case].items():
+        for name, value in window.items():
+            np.testing.assert_array_equal(grads[f"{case}-overlap"][w][name], value, err_msg=f"{w} {name}")
 
 
 def test_compensated_window_is_bit_identical_to_one_process(two_rank_windows: tuple) -> None:
