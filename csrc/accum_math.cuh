@@ -171,6 +171,14 @@ MTA_HD inline bool mta_abs_ge(double a, double b) {
     return (x >= y) & (x <= 0x7ff0000000000000ull) & (y <= 0x7ff0000000000000ull);
 }
 
+// max(|a|, |b|), on bits. A NaN operand gives either |a| or |b| (the L2 norm,
+// its only user, returns the NaN sum before it looks at a max).
+MTA_HD inline double mta_max_magnitude(double a, double b) {
+    const double x = mta_double_from_bits(mta_double_bits(a) & 0x7fffffffffffffffull);
+    const double y = mta_double_from_bits(mta_double_bits(b) & 0x7fffffffffffffffull);
+    return mta_select(mta_abs_ge(x, y), x, y);
+}
+
 // x != 0 as IEEE defines it (true for NaN, false for -0), on bits.
 MTA_HD inline bool mta_nonzero(float x) { return (mta_float_bits(x) & 0x7fffffffu) != 0; }
 MTA_HD inline bool mta_nonzero(double x) { return (mta_double_bits(x) & 0x7fffffffffffffffull) != 0; }
@@ -273,33 +281,75 @@ MTA_HD inline A mta_scaled(A s, G g) {
 
 // -------------------------------------------------------- optimizer steps
 
-// Host-computed scalars, each rounded once from float64 to T (see
-// minitorch_accum/kernels/hyperparameters.py); passed to kernels by value.
+// Host-computed scalars, each rounded once from float64 to T (the host derives
+// them in minitorch_accum/kernels/hyperparameters.py); passed to kernels by value.
+// Each struct's fields are listed once, here: REAL(name) is a T, FLAG(name) an
+// int (0 or 1). The struct, its host helpers (the native module's reading of
+// the Python dataclass, whose fields are these in this order, and the layout
+// the tests compare with the launch planner's NumPy twin) are expanded from it.
+#define MTA_SGD_SCALARS(REAL, FLAG)                                                         \
+    REAL(lr)                                                                                \
+    REAL(momentum)                                                                          \
+    REAL(dampening_complement) /* 1 - dampening */                                          \
+    REAL(weight_decay)                                                                      \
+    REAL(grad_scale) /* the window's 1/k or 1/N_items, times any loss-scale unscale */      \
+    FLAG(nesterov)                                                                          \
+    FLAG(first_step) /* the buffer is written, not read: buf = g */
+
+#define MTA_ADAM_SCALARS(REAL, FLAG)                                                        \
+    REAL(decay)                 /* 1 - lr * weight_decay (decoupled only) */                \
+    REAL(weight_decay)          /* Adam's L2 term (coupled only) */                         \
+    REAL(beta1)                                                                             \
+    REAL(beta1_complement)      /* 1 - beta1 */                                             \
+    REAL(beta2)                                                                             \
+    REAL(beta2_complement)      /* 1 - beta2 */                                             \
+    REAL(step_size)             /* lr / (1 - beta1^step) */                                 \
+    REAL(bias_correction2_sqrt) /* sqrt(1 - beta2^step) */                                  \
+    REAL(eps)                                                                               \
+    REAL(grad_scale)                                                                        \
+    FLAG(decoupled)
+
+#define MTA_REAL_FIELD(name) T name;
+#define MTA_FLAG_FIELD(name) int name;
+
+// Host-side helpers of each scalars struct, expanded from its field list:
+// from() converts every field of another instance (float64 to T: the one
+// rounding), for_each_field() calls f(name, member pointer) for each field in
+// order (the native module reads the Python dataclass and reports the layout
+// with it). The device never needs them.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define MTA_SCALARS_HOST_HELPERS(Struct, FIELDS)
+#else
+#define MTA_CONVERT_FIELD(name) out.name = static_cast<decltype(out.name)>(s.name);
+#define MTA_VISIT_FIELD(name) f(#name, &Self::name);
+#define MTA_SCALARS_HOST_HELPERS(Struct, FIELDS)                                             \
+    using Self = Struct;                                                                      \
+    template <class U>                                                                        \
+    static Struct from(const Struct<U>& s) {                                                  \
+        Struct out;                                                                           \
+        FIELDS(MTA_CONVERT_FIELD, MTA_CONVERT_FIELD)                                          \
+        return out;                                                                           \
+    }                                                                                         \
+    template <class F>                                                                        \
+    static void for_each_field(F&& f) {                                                       \
+        FIELDS(MTA_VISIT_FIELD, MTA_VISIT_FIELD)                                              \
+    }
+#endif
+
 template <class T>
 struct MtaSgdScalars {
-    T lr;
-    T momentum;
-    T dampening_complement;  // 1 - dampening
-    T weight_decay;
-    T grad_scale;            // the window's 1/k or 1/N_items, times any loss-scale unscale
-    int nesterov;
-    int first_step;          // the buffer is written, not read: buf = g
+    MTA_SGD_SCALARS(MTA_REAL_FIELD, MTA_FLAG_FIELD)
+    MTA_SCALARS_HOST_HELPERS(MtaSgdScalars, MTA_SGD_SCALARS)
 };
 
 template <class T>
 struct MtaAdamScalars {
-    T decay;                 // 1 - lr * weight_decay (decoupled only)
-    T weight_decay;          // Adam's L2 term (coupled only)
-    T beta1;
-    T beta1_complement;      // 1 - beta1
-    T beta2;
-    T beta2_complement;      // 1 - beta2
-    T step_size;             // lr / (1 - beta1^step)
-    T bias_correction2_sqrt; // sqrt(1 - beta2^step)
-    T eps;
-    T grad_scale;
-    int decoupled;
+    MTA_ADAM_SCALARS(MTA_REAL_FIELD, MTA_FLAG_FIELD)
+    MTA_SCALARS_HOST_HELPERS(MtaAdamScalars, MTA_ADAM_SCALARS)
 };
+
+#undef MTA_REAL_FIELD
+#undef MTA_FLAG_FIELD
 
 // PyTorch SGD semantics:
 //   g = grad * grad_scale; if wd != 0: g = g + wd * p

@@ -87,23 +87,29 @@ __device__ __forceinline__ void mta_block_apply(Op& op, mta_u64 n) {
     mta_strided_apply<W>(op, n, threadIdx.x, blockDim.x, op.template vectorizable<W>());
 }
 
-// Sum over the block's threads through shared memory and __syncthreads only
-// (no warp shuffles, so the CPU emulator runs it as written). Works for any
-// block size up to MTA_MT_BLOCK; the result is valid in every thread.
-__device__ __forceinline__ double mta_block_sum(double v) {
-    __shared__ double partial[MTA_MT_BLOCK];
+// The sum of `sum` and the largest `max` over the block's threads, through
+// shared memory and __syncthreads only (no warp shuffles, so the CPU emulator
+// runs it as written). Works for any block size up to MTA_MT_BLOCK; the
+// results are valid in every thread.
+__device__ __forceinline__ void mta_block_sum_max(double& sum, double& max) {
+    __shared__ double sums[MTA_MT_BLOCK];
+    __shared__ double maxima[MTA_MT_BLOCK];
     const unsigned t = threadIdx.x;
     const unsigned n = blockDim.x;
-    partial[t] = v;
+    sums[t] = sum;
+    maxima[t] = max;
     __syncthreads();
     unsigned half = 1;
     while (half * 2 < n) half *= 2;
     for (unsigned s = n > 1 ? half : 0; s > 0; s >>= 1) {
-        if (t < s && t + s < n) partial[t] = mta_add(partial[t], partial[t + s]);
+        if (t < s && t + s < n) {
+            sums[t] = mta_add(sums[t], sums[t + s]);
+            maxima[t] = mta_max_magnitude(maxima[t], maxima[t + s]);
+        }
         __syncthreads();
     }
-    const double total = partial[0];
-    // A second call in the same kernel must not overwrite partial[0] early.
+    sum = sums[0];
+    max = maxima[0];
+    // A second call in the same kernel must not overwrite element 0 early.
     __syncthreads();
-    return total;
 }

@@ -3,14 +3,17 @@ launch emulator of its CUDA kernels. Private: use minitorch_accum.kernels.
 
 Arrays are NumPy arrays, C-contiguous, of matching sizes (shapes may differ);
 accumulators are written in place. Errors name the kernel and each argument's
-shape and dtype. The optimizer steps take scalars already derived on the host
-(minitorch_accum.kernels.hyperparameters) and round each once to the dtype.
+shape and dtype. The optimizer steps take the scalars object derived on the host
+(minitorch_accum.kernels.hyperparameters), read by field name, and round each
+field once to the dtype. minitorch_accum.kernels.reference has these signatures.
 """
 
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from minitorch_accum.kernels.hyperparameters import AdamScalars, SgdScalars
 
 Array = np.ndarray
 Flag = np.ndarray | None
@@ -31,64 +34,21 @@ def multi_copy_scale_compensated(
 ) -> None: ...
 def l2_norm(x: Array) -> float: ...
 def multi_l2_norm(tensors: Sequence[Array]) -> float: ...
-def sgd_momentum_step(
-    param: Array,
-    grad: Array,
-    momentum_buf: Array | None,
-    lr: float,
-    momentum: float,
-    dampening_complement: float,
-    weight_decay: float,
-    grad_scale: float,
-    nesterov: bool,
-    first_step: bool,
-) -> None: ...
+def sgd_momentum_step(param: Array, grad: Array, momentum_buf: Array | None, scalars: SgdScalars) -> None: ...
 def multi_sgd_momentum_step(
-    params: Sequence[Array],
-    grads: Sequence[Array],
-    momentum_bufs: Sequence[Array] | None,
-    lr: float,
-    momentum: float,
-    dampening_complement: float,
-    weight_decay: float,
-    grad_scale: float,
-    nesterov: bool,
-    first_step: bool,
+    params: Sequence[Array], grads: Sequence[Array], momentum_bufs: Sequence[Array] | None, scalars: SgdScalars
 ) -> None: ...
-def adamw_step(
-    param: Array,
-    grad: Array,
-    exp_avg: Array,
-    exp_avg_sq: Array,
-    decay: float,
-    weight_decay: float,
-    beta1: float,
-    beta1_complement: float,
-    beta2: float,
-    beta2_complement: float,
-    step_size: float,
-    bias_correction2_sqrt: float,
-    eps: float,
-    grad_scale: float,
-    decoupled: bool,
-) -> None: ...
+def adamw_step(param: Array, grad: Array, exp_avg: Array, exp_avg_sq: Array, scalars: AdamScalars) -> None: ...
 def multi_adamw_step(
     params: Sequence[Array],
     grads: Sequence[Array],
     exp_avgs: Sequence[Array],
     exp_avg_sqs: Sequence[Array],
-    decay: float,
-    weight_decay: float,
-    beta1: float,
-    beta1_complement: float,
-    beta2: float,
-    beta2_complement: float,
-    step_size: float,
-    bias_correction2_sqrt: float,
-    eps: float,
-    grad_scale: float,
-    decoupled: bool,
+    scalars: AdamScalars,
 ) -> None: ...
+def getenv(name: str) -> str | None:
+    """The process environment's value of name (os.environ writes through putenv), or None; cheap when unset."""
+
 def layout() -> dict[str, Any]:
     """Sizes and field offsets of the structs the CUDA kernels take by value, and the launch constants."""
 

@@ -117,11 +117,12 @@ bool accumulate_range(int mode, bool check, const AccumulateJob& job, std::int64
 
 bool is_compensated(int mode) { return mode == MTA_MODE_ADD_COMPENSATED || mode == MTA_MODE_COPY_COMPENSATED; }
 
-AccumulateJob prepare(const char* kernel, int mode, bool cast_only, py::handle acc_h, py::handle comp_h,
-                      py::handle g_h, const std::string& acc_role, const std::string& comp_role,
-                      const std::string& g_role) {
-    py::array acc = require_array(acc_h, kernel, acc_role);
-    py::array g = require_array(g_h, kernel, g_role);
+// Checks one (acc[, comp], g) triple in the order of kernels/validation.py.
+AccumulateJob prepare(CallArrays& arrays, int mode, bool cast_only, py::handle acc_h, py::handle comp_h,
+                      py::handle g_h, const Role& acc_role, const Role& comp_role, const Role& g_role) {
+    const char* kernel = arrays.kernel();
+    py::array acc = arrays.add(acc_h, acc_role, true);
+    py::array g = arrays.add(g_h, g_role, false);
     const int kind = accumulate_kind(acc, acc_role, g, g_role, kernel);
     if (cast_only && kind != MTA_KIND_F32_F16 && kind != MTA_KIND_F32_BF16) {
         raise_type_error(std::string(kernel) + ": " + describe(g_role, g) +
@@ -133,8 +134,8 @@ AccumulateJob prepare(const char* kernel, int mode, bool cast_only, py::handle a
     require_same_size(acc, acc_role, g, g_role, kernel);
     AccumulateJob job{acc.mutable_data(), nullptr, g.data(), static_cast<std::int64_t>(acc.size()), kind};
     if (is_compensated(mode)) {
-        py::array comp = require_array(comp_h, kernel, comp_role);
-        if (!comp.dtype().is(acc.dtype()) && comp.dtype().num() != acc.dtype().num()) {
+        py::array comp = arrays.add(comp_h, comp_role, true);
+        if (comp.dtype().num() != acc.dtype().num()) {
             raise_type_error(std::string(kernel) + ": " + describe(comp_role, comp) + " must have the dtype of " +
                              describe(acc_role, acc));
         }
@@ -147,8 +148,10 @@ AccumulateJob prepare(const char* kernel, int mode, bool cast_only, py::handle a
 
 void accumulate_one(const char* kernel, int mode, bool cast_only, py::handle acc, py::handle comp, py::handle g,
                     double scale, py::handle flag) {
-    const AccumulateJob job = prepare(kernel, mode, cast_only, acc, comp, g, "acc", "comp", "g");
-    int* flag_cell = flag_pointer(flag, kernel);
+    CallArrays arrays(kernel);
+    const AccumulateJob job = prepare(arrays, mode, cast_only, acc, comp, g, "acc", "comp", "g");
+    int* flag_cell = flag_pointer(arrays, flag);
+    arrays.require_disjoint();
     const bool check = flag_cell != nullptr;
     bool nonfinite;
     {
@@ -163,25 +166,26 @@ void accumulate_one(const char* kernel, int mode, bool cast_only, py::handle acc
 
 void accumulate_many(const char* kernel, int mode, bool cast_only, py::handle accs_h, py::handle comps_h,
                      py::handle gs_h, double scale, py::handle flag) {
-    const py::sequence accs = require_list(accs_h, kernel, "accs");
-    const py::sequence gs = require_list(gs_h, kernel, "gs");
     const bool compensated = is_compensated(mode);
-    py::sequence comps;
-    if (compensated) comps = require_list(comps_h, kernel, "comps");
+    std::vector<std::pair<std::string, py::handle>> named{{"accs", accs_h}};
+    if (compensated) named.emplace_back("comps", comps_h);
+    named.emplace_back("gs", gs_h);
+    const std::vector<py::sequence> lists = require_lists(kernel, named);
+    const py::sequence& accs = lists.front();
+    const py::sequence& gs = lists.back();
     const std::size_t n = accs.size();
-    if (gs.size() != n || (compensated && comps.size() != n)) {
-        raise_value_error(std::string(kernel) + ": accs" + (compensated ? ", comps" : "") +
-                          " and gs must have the same length, got " + std::to_string(n) +
-                          (compensated ? ", " + std::to_string(comps.size()) : std::string()) + " and " +
-                          std::to_string(gs.size()));
-    }
+    // Holds every item until the kernel is done: the GIL is released while it
+    // runs, and the lists may be emptied meanwhile by another thread.
+    CallArrays arrays(kernel);
     std::vector<AccumulateJob> jobs;
     jobs.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
-        jobs.push_back(prepare(kernel, mode, cast_only, accs[i], compensated ? comps[i] : py::handle(), gs[i],
-                               indexed("accs", i), indexed("comps", i), indexed("gs", i)));
+        const py::object comp = compensated ? py::object(lists[1][i]) : py::object();
+        jobs.push_back(
+            prepare(arrays, mode, cast_only, accs[i], comp, gs[i], Role("accs", i), Role("comps", i), Role("gs", i)));
     }
-    int* flag_cell = flag_pointer(flag, kernel);
+    int* flag_cell = flag_pointer(arrays, flag);
+    arrays.require_disjoint();
     const bool check = flag_cell != nullptr;
 
     // The same 64K-element chunks as the CUDA chunk table, so one long tensor

@@ -1,5 +1,7 @@
 #include "native/array_args.h"
 
+#include <algorithm>
+
 #include "multi_tensor.cuh"
 
 namespace minitorch_accum {
@@ -41,19 +43,84 @@ Dtype dtype_of(const py::array& a) {
     return Dtype::other;
 }
 
-std::string describe(const std::string& role, const py::array& a) {
-    return role + " (shape " + shape_of(a) + ", " + std::string(py::str(a.dtype())) + ")";
+std::string Role::str() const {
+    return index < 0 ? std::string(name) : std::string(name) + "[" + std::to_string(index) + "]";
 }
 
-py::array require_array(py::handle h, const char* kernel, const std::string& role) {
+std::string describe(const Role& role, const py::array& a) {
+    return role.str() + " (shape " + shape_of(a) + ", " + std::string(py::str(a.dtype())) + ")";
+}
+
+namespace {
+
+bool native_byte_order(const py::array& a) {
+    const char order = a.dtype().byteorder();
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return order != '<';
+#else
+    return order != '>';
+#endif
+}
+
+std::string type_name(py::handle h) { return std::string(py::str(py::type::of(h).attr("__qualname__"))); }
+
+}  // namespace
+
+py::array CallArrays::add(py::handle h, Role role, bool written) {
     if (!py::isinstance<py::array>(h)) {
-        raise_type_error(std::string(kernel) + ": " + role + " must be a NumPy array, got " +
-                         std::string(py::str(py::type::of(h).attr("__qualname__"))));
+        raise_type_error(std::string(kernel_) + ": " + role.str() + " must be a NumPy or CuPy array, got " +
+                         type_name(h));
     }
-    return py::reinterpret_borrow<py::array>(h);
+    auto a = py::reinterpret_borrow<py::array>(h);
+    if (!native_byte_order(a)) {
+        raise_type_error(std::string(kernel_) + ": " + describe(role, a) + " must be in native byte order");
+    }
+    entries_.push_back(Entry{a, role, written});
+    return a;
 }
 
-void require_contiguous(const py::array& a, const char* kernel, const std::string& role, bool written) {
+// Sorted by first byte (then by argument order), a span overlaps an earlier one
+// exactly when it starts before the farthest end seen so far; keeping that end
+// for written arrays and for all arrays finds every overlap that involves a
+// written array, and names the same pair as kernels/validation.py does.
+void CallArrays::require_disjoint() const {
+    struct Span {
+        std::uintptr_t begin, end;
+        std::size_t index;
+    };
+    std::vector<Span> spans;
+    spans.reserve(entries_.size());
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+        const py::array& a = entries_[i].array;
+        const auto begin = reinterpret_cast<std::uintptr_t>(a.data());
+        if (a.nbytes() > 0) spans.push_back(Span{begin, begin + static_cast<std::uintptr_t>(a.nbytes()), i});
+    }
+    std::sort(spans.begin(), spans.end(),
+              [](const Span& x, const Span& y) { return x.begin != y.begin ? x.begin < y.begin : x.index < y.index; });
+    const Span* farthest_written = nullptr;
+    const Span* farthest = nullptr;
+    for (const Span& s : spans) {
+        const Span* other = nullptr;
+        if (farthest_written != nullptr && s.begin < farthest_written->end) {
+            other = farthest_written;
+        } else if (entries_[s.index].written && farthest != nullptr && s.begin < farthest->end) {
+            other = farthest;
+        }
+        if (other != nullptr) {
+            const Entry& first = entries_[std::min(s.index, other->index)];
+            const Entry& second = entries_[std::max(s.index, other->index)];
+            raise_value_error(std::string(kernel_) + ": " + describe(first.role, first.array) + " and " +
+                              describe(second.role, second.array) +
+                              " share memory; an array the kernel writes must not overlap its other arrays");
+        }
+        if (entries_[s.index].written && (farthest_written == nullptr || s.end > farthest_written->end)) {
+            farthest_written = &s;
+        }
+        if (farthest == nullptr || s.end > farthest->end) farthest = &s;
+    }
+}
+
+void require_contiguous(const py::array& a, const char* kernel, const Role& role, bool written) {
     if (!(a.flags() & py::array::c_style)) {
         raise_value_error(std::string(kernel) + ": " + describe(role, a) + " must be C-contiguous");
     }
@@ -62,18 +129,19 @@ void require_contiguous(const py::array& a, const char* kernel, const std::strin
     }
 }
 
-void require_same_size(const py::array& a, const std::string& a_role, const py::array& b,
-                       const std::string& b_role, const char* kernel) {
+void require_same_size(const py::array& a, const Role& a_role, const py::array& b, const Role& b_role,
+                       const char* kernel) {
     if (a.size() != b.size()) {
         raise_value_error(std::string(kernel) + ": " + describe(a_role, a) + " and " + describe(b_role, b) +
                           " must have the same number of elements");
     }
 }
 
-int* flag_pointer(py::handle flag, const char* kernel) {
+int* flag_pointer(CallArrays& arrays, py::handle flag) {
     if (flag.is_none()) return nullptr;
-    py::array f = require_array(flag, kernel, "flag");
-    if (f.dtype().num() != py::detail::npy_api::NPY_INT_ || f.size() < 1) {
+    const char* kernel = arrays.kernel();
+    py::array f = arrays.add(flag, "flag", true);
+    if (f.dtype().num() != py::detail::npy_api::NPY_INT_ || f.itemsize() != 4 || f.size() < 1) {
         raise_type_error(std::string(kernel) + ": " + describe("flag", f) +
                          " must be an int32 array of shape (1,) (see new_flag)");
     }
@@ -81,8 +149,8 @@ int* flag_pointer(py::handle flag, const char* kernel) {
     return static_cast<int*>(f.mutable_data());
 }
 
-int accumulate_kind(const py::array& acc, const std::string& acc_role, const py::array& g,
-                    const std::string& g_role, const char* kernel) {
+int accumulate_kind(const py::array& acc, const Role& acc_role, const py::array& g, const Role& g_role,
+                    const char* kernel) {
     const Dtype a = dtype_of(acc);
     const Dtype b = dtype_of(g);
     if (a == Dtype::f32) {
@@ -99,12 +167,31 @@ int accumulate_kind(const py::array& acc, const std::string& acc_role, const py:
                      "(float32, bfloat16), (float64, float64), (float64, float32)");
 }
 
-py::sequence require_list(py::handle h, const char* kernel, const char* role) {
+py::sequence require_list(py::handle h, const char* kernel, const std::string& role) {
     if (!py::isinstance<py::list>(h) && !py::isinstance<py::tuple>(h)) {
-        raise_type_error(std::string(kernel) + ": " + role + " must be a list or tuple of arrays, got " +
-                         std::string(py::str(py::type::of(h).attr("__qualname__"))));
+        raise_type_error(std::string(kernel) + ": " + role + " must be a list or tuple of arrays, got " + type_name(h));
     }
     return py::reinterpret_borrow<py::sequence>(h);
+}
+
+std::vector<py::sequence> require_lists(const char* kernel,
+                                        const std::vector<std::pair<std::string, py::handle>>& named) {
+    std::vector<py::sequence> lists;
+    bool same = true;
+    for (const auto& [role, h] : named) {
+        lists.push_back(require_list(h, kernel, role));
+        same = same && lists.back().size() == lists.front().size();
+    }
+    if (!same) {
+        std::string roles, counts;
+        for (std::size_t i = 0; i < named.size(); ++i) {
+            const char* separator = i == 0 ? "" : (i + 1 == named.size() ? " and " : ", ");
+            roles += separator + named[i].first;
+            counts += separator + std::to_string(lists[i].size());
+        }
+        raise_value_error(std::string(kernel) + ": " + roles + " must have the same length, got " + counts);
+    }
+    return lists;
 }
 
 }  // namespace minitorch_accum

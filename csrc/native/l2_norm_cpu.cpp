@@ -1,10 +1,17 @@
-// Native global L2 norm: per-chunk sums of squares (fp32 for fp32/fp16/bf16
-// arrays, fp64 for fp64, as on the GPU), then one fp64 sum of the partials in
-// chunk order, so the result does not depend on the number of threads.
+// Native global L2 norm: per-chunk sums of squares in fp64 (whatever the
+// array's dtype), then one fp64 sum of the partials in chunk order, so the
+// result does not depend on the number of threads.
+//
+// fp64 squares of fp32/fp16/bf16 values neither overflow nor underflow, so
+// their norm is right to rounding in one pass. fp64 values may: when the plain
+// sum is inf or below MTA_L2_SAFE_MIN, a second pass finds max |x| and a third
+// sums the squares of x * 2^-e, e the exponent of the max (an exact scaling),
+// as the NumPy reference and the CUDA path do (kernels/l2_scaling.py).
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -18,16 +25,44 @@ namespace minitorch_accum {
 
 namespace {
 
-template <class T, class S>
-double sum_squares(const T* __restrict x, std::int64_t n) {
+// Sums of squares at or above this lost nothing to fp64 underflow that matters
+// (kernels/l2_scaling.py: SAFE_MIN_SUM, MIN_SCALE_EXPONENT).
+constexpr double kSafeMinSum = 0x1p-960;
+// The scaling exponent is kept within range so that 2^-e stays a finite double.
+constexpr int kMinScaleExponent = -1000;
+
+// Exact: every stored dtype widens to fp64 without rounding.
+template <class T>
+inline double as_double(T x) {
+    if constexpr (std::is_same_v<T, double>) {
+        return x;
+    } else {
+        return mta_widen<double>(mta_widen<float>(x));
+    }
+}
+
+template <class T>
+double sum_squares(const T* __restrict x, std::int64_t n, double scale) {
     const auto* __restrict stored = reinterpret_cast<const typename StoredAs<T>::type*>(x);
-    S sum = S(0);
+    double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
     for (std::int64_t i = 0; i < n; ++i) {
-        const S v = mta_widen<S>(StoredAs<T>::value(stored[i]));
+        const double v = as_double(StoredAs<T>::value(stored[i])) * scale;
         sum += v * v;
     }
-    return static_cast<double>(sum);
+    return sum;
+}
+
+template <class T>
+double max_abs(const T* __restrict x, std::int64_t n) {
+    const auto* __restrict stored = reinterpret_cast<const typename StoredAs<T>::type*>(x);
+    double m = 0.0;
+#pragma omp simd reduction(max : m)
+    for (std::int64_t i = 0; i < n; ++i) {
+        const double v = std::fabs(as_double(StoredAs<T>::value(stored[i])));
+        m = v > m ? v : m;
+    }
+    return m;
 }
 
 struct NormJob {
@@ -36,24 +71,28 @@ struct NormJob {
     Dtype dtype;
 };
 
-double sum_squares_range(const NormJob& job, std::int64_t begin, std::int64_t end) {
+// A pass over a chunk: `scale` >= 0 sums squares of x * scale, scale < 0 takes max |x|.
+double chunk_pass(const NormJob& job, std::int64_t begin, std::int64_t end, double scale) {
     const std::int64_t n = end - begin;
+    const auto run = [&](const auto* x) {
+        return scale < 0 ? max_abs(x + begin, n) : sum_squares(x + begin, n, scale);
+    };
     switch (job.dtype) {
-        case Dtype::f32: return sum_squares<float, float>(static_cast<const float*>(job.data) + begin, n);
-        case Dtype::f16: return sum_squares<mta_half, float>(static_cast<const mta_half*>(job.data) + begin, n);
-        case Dtype::bf16:
-            return sum_squares<mta_bfloat16, float>(static_cast<const mta_bfloat16*>(job.data) + begin, n);
-        case Dtype::f64: return sum_squares<double, double>(static_cast<const double*>(job.data) + begin, n);
+        case Dtype::f32: return run(static_cast<const float*>(job.data));
+        case Dtype::f16: return run(static_cast<const mta_half*>(job.data));
+        case Dtype::bf16: return run(static_cast<const mta_bfloat16*>(job.data));
+        case Dtype::f64: return run(static_cast<const double*>(job.data));
         default: return 0.0;
     }
 }
 
-double l2_norm_of(const char* kernel, const std::vector<py::handle>& arrays, bool indexed_roles) {
+double l2_norm_of(const char* kernel, const std::vector<py::object>& items, bool indexed_roles) {
+    CallArrays arrays(kernel);
     std::vector<NormJob> jobs;
-    jobs.reserve(arrays.size());
-    for (std::size_t i = 0; i < arrays.size(); ++i) {
-        const std::string role = indexed_roles ? indexed("tensors", i) : std::string("x");
-        py::array a = require_array(arrays[i], kernel, role);
+    jobs.reserve(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const Role role = indexed_roles ? Role("tensors", i) : Role("x");
+        py::array a = arrays.add(items[i], role, false);
         const Dtype d = dtype_of(a);
         if (d == Dtype::other) {
             raise_type_error(std::string(kernel) + ": unsupported dtype " + describe(role, a) +
@@ -69,36 +108,47 @@ double l2_norm_of(const char* kernel, const std::vector<py::handle>& arrays, boo
         total += jobs[j].size;
     }
     std::vector<double> partials(chunks.size(), 0.0);
-    {
+    const auto pass = [&](double scale) {
         std::optional<py::gil_scoped_release> nogil;
         if (total >= 4096) nogil.emplace();
         for_each_task(static_cast<std::int64_t>(chunks.size()), total, [&](std::int64_t c) {
             const NormJob& job = jobs[chunks[c].first];
             const std::int64_t begin = chunks[c].second;
             const std::int64_t end = std::min<std::int64_t>(job.size, begin + MTA_CHUNK_SIZE);
-            partials[c] = sum_squares_range(job, begin, end);
+            partials[c] = chunk_pass(job, begin, end, scale);
             return false;
         });
-    }
+    };
+    pass(1.0);
     double sum = 0.0;
     for (const double p : partials) sum += p;
-    return std::sqrt(sum);
+    if (std::isnan(sum) || (sum >= kSafeMinSum && std::isfinite(sum))) return std::sqrt(sum);
+    pass(-1.0);
+    double max = 0.0;
+    for (const double p : partials) max = p > max ? p : max;
+    if (max == 0.0 || std::isinf(max)) return max;
+    const int e = std::max(std::ilogb(max) + 1, kMinScaleExponent);
+    pass(std::ldexp(1.0, -e));
+    sum = 0.0;
+    for (const double p : partials) sum += p;
+    return std::ldexp(std::sqrt(sum), e);
 }
 
 }  // namespace
 
 void bind_l2_norm(py::module_& m) {
     m.def(
-        "l2_norm", [](py::handle x) { return l2_norm_of("l2_norm", {x}, false); }, py::arg("x"),
-        R"doc(Euclidean norm of all elements of x (f32, f16, bf16 or f64), as a float.)doc");
+        "l2_norm",
+        [](py::handle x) { return l2_norm_of("l2_norm", {py::reinterpret_borrow<py::object>(x)}, false); },
+        py::arg("x"), R"doc(Euclidean norm of all elements of x (f32, f16, bf16 or f64), as a float.)doc");
     m.def(
         "multi_l2_norm",
         [](py::handle tensors) {
             const py::sequence seq = require_list(tensors, "multi_l2_norm", "tensors");
-            std::vector<py::handle> arrays;
-            arrays.reserve(seq.size());
-            for (py::handle h : seq) arrays.push_back(h);
-            return l2_norm_of("multi_l2_norm", arrays, true);
+            std::vector<py::object> items;
+            items.reserve(seq.size());
+            for (py::handle h : seq) items.push_back(py::reinterpret_borrow<py::object>(h));
+            return l2_norm_of("multi_l2_norm", items, true);
         },
         py::arg("tensors"),
         R"doc(Global Euclidean norm of all elements of a list of arrays (for clipping by global norm).)doc");

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <cstddef>
+#include <cstdlib>
 
 #include "accum_math.cuh"
 #include "multi_tensor.cuh"
@@ -29,27 +30,32 @@ py::dict table_layout() {
     return d;
 }
 
-template <class T>
-py::dict sgd_layout() {
-    using S = MtaSgdScalars<T>;
+// The size of a scalars struct and the offset of each field, by name.
+template <class S>
+py::dict scalars_layout() {
     py::dict d;
     d["itemsize"] = sizeof(S);
-    d["nesterov"] = offsetof(S, nesterov);
-    d["first_step"] = offsetof(S, first_step);
-    return d;
-}
-
-template <class T>
-py::dict adam_layout() {
-    using S = MtaAdamScalars<T>;
-    py::dict d;
-    d["itemsize"] = sizeof(S);
-    d["eps"] = offsetof(S, eps);
-    d["decoupled"] = offsetof(S, decoupled);
+    const S s{};
+    S::for_each_field([&](const char* name, auto member) {
+        d[name] = reinterpret_cast<const char*>(&(s.*member)) - reinterpret_cast<const char*>(&s);
+    });
     return d;
 }
 
 }  // namespace
+
+void bind_environment(py::module_& m) {
+    m.def(
+        "getenv",
+        [](const char* name) -> py::object {
+            const char* value = std::getenv(name);
+            return value != nullptr ? py::object(py::str(value)) : py::object(py::none());
+        },
+        py::arg("name"),
+        R"doc(The process environment's value of name, or None: what os.environ holds too, since os.environ
+writes every change through putenv, but without os.environ.get's KeyError path for an unset name (about
+0.8 us, more than a small kernel call; the kernel path is read from MTA_KERNELS at every call).)doc");
+}
 
 void bind_layout(py::module_& m) {
     m.def(
@@ -65,10 +71,10 @@ void bind_layout(py::module_& m) {
             tables[py::int_(3)] = table_layout<3>();
             tables[py::int_(4)] = table_layout<4>();
             d["tables"] = tables;
-            d["sgd_f32"] = sgd_layout<float>();
-            d["sgd_f64"] = sgd_layout<double>();
-            d["adam_f32"] = adam_layout<float>();
-            d["adam_f64"] = adam_layout<double>();
+            d["sgd_f32"] = scalars_layout<MtaSgdScalars<float>>();
+            d["sgd_f64"] = scalars_layout<MtaSgdScalars<double>>();
+            d["adam_f32"] = scalars_layout<MtaAdamScalars<float>>();
+            d["adam_f64"] = scalars_layout<MtaAdamScalars<double>>();
             py::dict kinds;
             kinds["f32_f32"] = int(MTA_KIND_F32_F32);
             kinds["f32_f16"] = int(MTA_KIND_F32_F16);
@@ -97,5 +103,6 @@ CPU launch emulator of its CUDA kernels. Private: use minitorch_accum.kernels.)d
     minitorch_accum::bind_l2_norm(m);
     minitorch_accum::bind_optimizer_steps(m);
     minitorch_accum::bind_layout(m);
+    minitorch_accum::bind_environment(m);
     minitorch_accum::emulator::bind(m);
 }

@@ -1,11 +1,13 @@
 // Native fused optimizer steps (SGD-momentum, AdamW) over NumPy buffers.
 //
-// The scalars arrive as Python floats already derived on the host
-// (kernels/hyperparameters.py) and are rounded here once to the parameter
-// dtype, exactly as the NumPy reference and the CUDA launch path round them.
+// The scalars arrive as one object derived on the host (SgdScalars or
+// AdamScalars of kernels/hyperparameters.py, float64 values) and are rounded
+// here once to the parameter dtype, exactly as the NumPy reference and the
+// CUDA launch path round them. The NumPy reference has these very signatures.
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -29,29 +31,34 @@ struct StepJob {
     Dtype dtype;
 };
 
-struct SgdHost {
-    double lr, momentum, dampening_complement, weight_decay, grad_scale;
-    bool nesterov, first_step;
-
-    template <class T>
-    MtaSgdScalars<T> rounded() const {
-        return MtaSgdScalars<T>{T(lr), T(momentum), T(dampening_complement), T(weight_decay), T(grad_scale),
-                                nesterov ? 1 : 0, first_step ? 1 : 0};
+// The scalars object (SgdScalars or AdamScalars of kernels/hyperparameters.py)
+// is read into the float64 struct by field name, then rounded once to the
+// parameter dtype; both are expanded from the one field list in accum_math.cuh.
+template <class V>
+V field(py::handle h, const char* kernel, const char* name) {
+    try {
+        return py::getattr(h, name).cast<V>();
+    } catch (const py::error_already_set&) {
+    } catch (const py::cast_error&) {
     }
-};
+    raise_type_error(std::string(kernel) + ": scalars." + name + " is missing or not a " +
+                     (std::is_same_v<V, bool> ? "bool" : "number") + " (got " +
+                     std::string(py::str(py::type::of(h).attr("__qualname__"))) +
+                     "; pass the scalars of minitorch_accum.kernels.hyperparameters)");
+}
 
-struct AdamHost {
-    double decay, weight_decay, beta1, beta1_complement, beta2, beta2_complement, step_size,
-        bias_correction2_sqrt, eps, grad_scale;
-    bool decoupled;
-
-    template <class T>
-    MtaAdamScalars<T> rounded() const {
-        return MtaAdamScalars<T>{T(decay), T(weight_decay), T(beta1), T(beta1_complement), T(beta2),
-                                 T(beta2_complement), T(step_size), T(bias_correction2_sqrt), T(eps),
-                                 T(grad_scale), decoupled ? 1 : 0};
-    }
-};
+template <class S>
+S read_scalars(py::handle h, const char* kernel) {
+    S s{};
+    S::for_each_field([&](const char* name, auto member) {
+        if constexpr (std::is_same_v<std::remove_reference_t<decltype(s.*member)>, int>) {
+            s.*member = field<bool>(h, kernel, name) ? 1 : 0;
+        } else {
+            s.*member = field<double>(h, kernel, name);
+        }
+    });
+    return s;
+}
 
 template <class T>
 void sgd_span(T* __restrict p, const T* __restrict g, T* __restrict buf, std::int64_t n,
@@ -80,66 +87,108 @@ T* at(void* base, std::int64_t begin) {
     return base ? static_cast<T*>(base) + begin : nullptr;
 }
 
-void sgd_range(const StepJob& j, std::int64_t begin, std::int64_t end, const SgdHost& h) {
+// n elements of one tensor from `begin`, with the scalars rounded to its dtype T.
+template <class T>
+void typed_span(const StepJob& j, std::int64_t begin, std::int64_t n, const MtaSgdScalars<double>& h) {
+    sgd_span<T>(at<T>(j.p, begin), static_cast<const T*>(j.g) + begin, at<T>(j.s0, begin), n,
+                MtaSgdScalars<T>::from(h));
+}
+
+template <class T>
+void typed_span(const StepJob& j, std::int64_t begin, std::int64_t n, const MtaAdamScalars<double>& h) {
+    adam_span<T>(at<T>(j.p, begin), static_cast<const T*>(j.g) + begin, at<T>(j.s0, begin), at<T>(j.s1, begin), n,
+                 MtaAdamScalars<T>::from(h));
+}
+
+template <class Scalars>
+void step_range(const StepJob& j, std::int64_t begin, std::int64_t end, const Scalars& h) {
     if (j.dtype == Dtype::f32) {
-        sgd_span<float>(at<float>(j.p, begin), static_cast<const float*>(j.g) + begin, at<float>(j.s0, begin),
-                        end - begin, h.rounded<float>());
+        typed_span<float>(j, begin, end - begin, h);
     } else {
-        sgd_span<double>(at<double>(j.p, begin), static_cast<const double*>(j.g) + begin, at<double>(j.s0, begin),
-                         end - begin, h.rounded<double>());
+        typed_span<double>(j, begin, end - begin, h);
     }
 }
 
-void adam_range(const StepJob& j, std::int64_t begin, std::int64_t end, const AdamHost& h) {
-    if (j.dtype == Dtype::f32) {
-        adam_span<float>(at<float>(j.p, begin), static_cast<const float*>(j.g) + begin, at<float>(j.s0, begin),
-                         at<float>(j.s1, begin), end - begin, h.rounded<float>());
-    } else {
-        adam_span<double>(at<double>(j.p, begin), static_cast<const double*>(j.g) + begin,
-                          at<double>(j.s0, begin), at<double>(j.s1, begin), end - begin, h.rounded<double>());
-    }
-}
+// What differs between the two optimizers' bindings: the names of the arrays
+// of one tensor (param, grad, then the states), alone and as lists, and
+// whether the state may be None (SGD without momentum).
+struct StepFamily {
+    std::vector<const char*> names;
+    std::vector<const char*> lists;
+    bool states_optional;
+};
 
-// Checks one tensor's arrays: a shared float32/float64 dtype, one size, C order.
-StepJob prepare(const char* kernel, py::handle p_h, py::handle g_h, py::handle s0_h, py::handle s1_h,
-                const std::string& p_role, const std::string& g_role, const std::string& s0_role,
-                const std::string& s1_role, bool needs_s0, bool needs_s1) {
-    py::array p = require_array(p_h, kernel, p_role);
-    py::array g = require_array(g_h, kernel, g_role);
+bool states_optional(const MtaSgdScalars<double>& h) { return h.momentum == 0.0; }
+bool states_optional(const MtaAdamScalars<double>&) { return false; }
+
+// Checks one tensor's arrays in the order of kernels/validation.py: param and
+// grad of one float32/float64 dtype and size, C order, then each state (None
+// is skipped when the family allows it) of that dtype and size.
+StepJob prepare(CallArrays& arrays, const std::vector<py::object>& h, const std::vector<Role>& roles,
+                bool optional_states) {
+    const char* kernel = arrays.kernel();
+    py::array p = arrays.add(h[0], roles[0], true);
+    py::array g = arrays.add(h[1], roles[1], false);
     const Dtype d = dtype_of(p);
     if ((d != Dtype::f32 && d != Dtype::f64) || dtype_of(g) != d) {
-        raise_type_error(std::string(kernel) + ": " + describe(p_role, p) + " and " + describe(g_role, g) +
+        raise_type_error(std::string(kernel) + ": " + describe(roles[0], p) + " and " + describe(roles[1], g) +
                          " must share one dtype, float32 or float64");
     }
-    require_contiguous(p, kernel, p_role, true);
-    require_contiguous(g, kernel, g_role, false);
-    require_same_size(p, p_role, g, g_role, kernel);
+    require_contiguous(p, kernel, roles[0], true);
+    require_contiguous(g, kernel, roles[1], false);
+    require_same_size(p, roles[0], g, roles[1], kernel);
     StepJob job{p.mutable_data(), g.data(), nullptr, nullptr, static_cast<std::int64_t>(p.size()), d};
-    const auto state = [&](py::handle h, const std::string& role, bool needed) -> void* {
-        if (h.is_none()) {
-            if (needed) {
-                const bool momentum = role.find("momentum") != std::string::npos;
-                raise_value_error(std::string(kernel) + ": " + role + " is required" +
-                                  (momentum ? " when momentum != 0" : ""));
-            }
-            return nullptr;
-        }
-        py::array s = require_array(h, kernel, role);
+    void** state_data[2] = {&job.s0, &job.s1};
+    for (std::size_t k = 2; k < h.size(); ++k) {
+        if (optional_states && h[k].is_none()) continue;
+        py::array s = arrays.add(h[k], roles[k], true);
         if (dtype_of(s) != d) {
-            raise_type_error(std::string(kernel) + ": " + describe(role, s) + " must have the dtype of " +
-                             describe(p_role, p));
+            raise_type_error(std::string(kernel) + ": " + describe(roles[k], s) + " must have the dtype of " +
+                             describe(roles[0], p));
         }
-        require_contiguous(s, kernel, role, true);
-        require_same_size(p, p_role, s, role, kernel);
-        return s.mutable_data();
-    };
-    job.s0 = state(s0_h, s0_role, needs_s0);
-    job.s1 = needs_s1 ? state(s1_h, s1_role, true) : nullptr;
+        require_contiguous(s, kernel, roles[k], true);
+        require_same_size(p, roles[0], s, roles[k], kernel);
+        *state_data[k - 2] = s.mutable_data();
+    }
     return job;
 }
 
-template <class Range>
-void run_jobs(const std::vector<StepJob>& jobs, Range range) {
+// One call of an optimizer step: `many` when params, grads and each state are
+// lists (multi_*), else single arrays. Every array is held until the step is
+// done (the GIL is released meanwhile).
+template <class Scalars>
+void step(const char* kernel, const StepFamily& family, bool many, const std::vector<py::handle>& values,
+          py::handle scalars_h) {
+    const Scalars h = read_scalars<Scalars>(scalars_h, kernel);
+    const bool optional = family.states_optional && states_optional(h);
+    if (family.states_optional && !optional && values[2].is_none()) {
+        raise_value_error(std::string(kernel) + ": " + (many ? family.lists : family.names)[2] +
+                          " is required when momentum != 0");
+    }
+    CallArrays arrays(kernel);
+    std::vector<StepJob> jobs;
+    if (!many) {
+        std::vector<py::object> items;
+        for (py::handle v : values) items.push_back(py::reinterpret_borrow<py::object>(v));
+        jobs.push_back(prepare(arrays, items, std::vector<Role>(family.names.begin(), family.names.end()), optional));
+    } else {
+        std::vector<std::pair<std::string, py::handle>> named;
+        for (std::size_t k = 0; k < values.size(); ++k) {
+            if (!(optional && k >= 2 && values[k].is_none())) named.emplace_back(family.lists[k], values[k]);
+        }
+        const std::vector<py::sequence> lists = require_lists(kernel, named);
+        std::vector<py::object> items(values.size());
+        std::vector<Role> roles(family.lists.begin(), family.lists.end());
+        for (std::size_t i = 0; i < lists[0].size(); ++i) {
+            for (std::size_t k = 0; k < values.size(); ++k) {
+                items[k] = k < lists.size() ? py::object(lists[k][i]) : py::object(py::none());
+                roles[k].index = static_cast<std::ptrdiff_t>(i);
+            }
+            jobs.push_back(prepare(arrays, items, roles, optional));
+        }
+    }
+    arrays.require_disjoint();
+
     std::vector<std::pair<std::int32_t, std::int64_t>> chunks;
     std::int64_t total = 0;
     for (std::size_t j = 0; j < jobs.size(); ++j) {
@@ -151,105 +200,46 @@ void run_jobs(const std::vector<StepJob>& jobs, Range range) {
     for_each_task(static_cast<std::int64_t>(chunks.size()), total, [&](std::int64_t c) {
         const StepJob& job = jobs[chunks[c].first];
         const std::int64_t begin = chunks[c].second;
-        range(job, begin, std::min<std::int64_t>(job.size, begin + MTA_CHUNK_SIZE));
+        step_range(job, begin, std::min<std::int64_t>(job.size, begin + MTA_CHUNK_SIZE), h);
         return false;
     });
-}
-
-std::vector<py::handle> items(py::handle h, const char* kernel, const char* role, bool optional,
-                              std::size_t n) {
-    if (optional && h.is_none()) return std::vector<py::handle>(n, py::none());
-    const py::sequence seq = require_list(h, kernel, role);
-    if (seq.size() != n) {
-        raise_value_error(std::string(kernel) + ": params and " + role + " must have the same length, got " +
-                          std::to_string(n) + " and " + std::to_string(seq.size()));
-    }
-    std::vector<py::handle> out;
-    out.reserve(n);
-    for (py::handle x : seq) out.push_back(x);
-    return out;
 }
 
 }  // namespace
 
 void bind_optimizer_steps(py::module_& m) {
+    static const StepFamily sgd{{"param", "grad", "momentum_buf"}, {"params", "grads", "momentum_bufs"}, true};
+    static const StepFamily adam{
+        {"param", "grad", "exp_avg", "exp_avg_sq"}, {"params", "grads", "exp_avgs", "exp_avg_sqs"}, false};
     m.def(
         "sgd_momentum_step",
-        [](py::handle param, py::handle grad, py::handle buf, double lr, double momentum,
-           double dampening_complement, double weight_decay, double grad_scale, bool nesterov, bool first_step) {
-            const char* kernel = "sgd_momentum_step";
-            const SgdHost h{lr, momentum, dampening_complement, weight_decay, grad_scale, nesterov, first_step};
-            const std::vector<StepJob> jobs{prepare(kernel, param, grad, buf, py::none(), "param", "grad",
-                                                    "momentum_buf", "", momentum != 0.0, false)};
-            run_jobs(jobs, [&h](const StepJob& j, std::int64_t b, std::int64_t e) { sgd_range(j, b, e, h); });
+        [](py::handle param, py::handle grad, py::handle buf, py::handle scalars) {
+            step<MtaSgdScalars<double>>("sgd_momentum_step", sgd, false, {param, grad, buf}, scalars);
         },
-        py::arg("param"), py::arg("grad"), py::arg("momentum_buf"), py::arg("lr"), py::arg("momentum"),
-        py::arg("dampening_complement"), py::arg("weight_decay"), py::arg("grad_scale"), py::arg("nesterov"),
-        py::arg("first_step"),
-        R"doc(One SGD(-momentum) step in place, PyTorch semantics; scalars prepared by the host.)doc");
-
+        py::arg("param"), py::arg("grad"), py::arg("momentum_buf"), py::arg("scalars"),
+        R"doc(One SGD(-momentum) step in place, PyTorch semantics; scalars: an SgdScalars from the host.)doc");
     m.def(
         "multi_sgd_momentum_step",
-        [](py::handle params, py::handle grads, py::handle bufs, double lr, double momentum,
-           double dampening_complement, double weight_decay, double grad_scale, bool nesterov, bool first_step) {
-            const char* kernel = "multi_sgd_momentum_step";
-            const SgdHost h{lr, momentum, dampening_complement, weight_decay, grad_scale, nesterov, first_step};
-            const py::sequence ps = require_list(params, kernel, "params");
-            const auto gs = items(grads, kernel, "grads", false, ps.size());
-            const auto bs = items(bufs, kernel, "momentum_bufs", momentum == 0.0, ps.size());
-            std::vector<StepJob> jobs;
-            for (std::size_t i = 0; i < ps.size(); ++i) {
-                jobs.push_back(prepare(kernel, ps[i], gs[i], bs[i], py::none(), indexed("params", i),
-                                       indexed("grads", i), indexed("momentum_bufs", i), "", momentum != 0.0,
-                                       false));
-            }
-            run_jobs(jobs, [&h](const StepJob& j, std::int64_t b, std::int64_t e) { sgd_range(j, b, e, h); });
+        [](py::handle params, py::handle grads, py::handle bufs, py::handle scalars) {
+            step<MtaSgdScalars<double>>("multi_sgd_momentum_step", sgd, true, {params, grads, bufs}, scalars);
         },
-        py::arg("params"), py::arg("grads"), py::arg("momentum_bufs"), py::arg("lr"), py::arg("momentum"),
-        py::arg("dampening_complement"), py::arg("weight_decay"), py::arg("grad_scale"), py::arg("nesterov"),
-        py::arg("first_step"), R"doc(sgd_momentum_step over lists, in one call.)doc");
-
+        py::arg("params"), py::arg("grads"), py::arg("momentum_bufs"), py::arg("scalars"),
+        R"doc(sgd_momentum_step over lists, in one call.)doc");
     m.def(
         "adamw_step",
-        [](py::handle param, py::handle grad, py::handle exp_avg, py::handle exp_avg_sq, double decay,
-           double weight_decay, double beta1, double beta1_complement, double beta2, double beta2_complement,
-           double step_size, double bias_correction2_sqrt, double eps, double grad_scale, bool decoupled) {
-            const char* kernel = "adamw_step";
-            const AdamHost h{decay,     weight_decay,          beta1, beta1_complement, beta2, beta2_complement,
-                             step_size, bias_correction2_sqrt, eps,   grad_scale,       decoupled};
-            const std::vector<StepJob> jobs{prepare(kernel, param, grad, exp_avg, exp_avg_sq, "param", "grad",
-                                                    "exp_avg", "exp_avg_sq", true, true)};
-            run_jobs(jobs, [&h](const StepJob& j, std::int64_t b, std::int64_t e) { adam_range(j, b, e, h); });
+        [](py::handle param, py::handle grad, py::handle exp_avg, py::handle exp_avg_sq, py::handle scalars) {
+            step<MtaAdamScalars<double>>("adamw_step", adam, false, {param, grad, exp_avg, exp_avg_sq}, scalars);
         },
-        py::arg("param"), py::arg("grad"), py::arg("exp_avg"), py::arg("exp_avg_sq"), py::arg("decay"),
-        py::arg("weight_decay"), py::arg("beta1"), py::arg("beta1_complement"), py::arg("beta2"),
-        py::arg("beta2_complement"), py::arg("step_size"), py::arg("bias_correction2_sqrt"), py::arg("eps"),
-        py::arg("grad_scale"), py::arg("decoupled"),
-        R"doc(One AdamW (or Adam-L2) step in place; scalars prepared by the host.)doc");
-
+        py::arg("param"), py::arg("grad"), py::arg("exp_avg"), py::arg("exp_avg_sq"), py::arg("scalars"),
+        R"doc(One AdamW (or Adam-L2) step in place; scalars: an AdamScalars from the host.)doc");
     m.def(
         "multi_adamw_step",
-        [](py::handle params, py::handle grads, py::handle exp_avgs, py::handle exp_avg_sqs, double decay,
-           double weight_decay, double beta1, double beta1_complement, double beta2, double beta2_complement,
-           double step_size, double bias_correction2_sqrt, double eps, double grad_scale, bool decoupled) {
-            const char* kernel = "multi_adamw_step";
-            const AdamHost h{decay,     weight_decay,          beta1, beta1_complement, beta2, beta2_complement,
-                             step_size, bias_correction2_sqrt, eps,   grad_scale,       decoupled};
-            const py::sequence ps = require_list(params, kernel, "params");
-            const auto gs = items(grads, kernel, "grads", false, ps.size());
-            const auto ms = items(exp_avgs, kernel, "exp_avgs", false, ps.size());
-            const auto vs = items(exp_avg_sqs, kernel, "exp_avg_sqs", false, ps.size());
-            std::vector<StepJob> jobs;
-            for (std::size_t i = 0; i < ps.size(); ++i) {
-                jobs.push_back(prepare(kernel, ps[i], gs[i], ms[i], vs[i], indexed("params", i), indexed("grads", i),
-                                       indexed("exp_avgs", i), indexed("exp_avg_sqs", i), true, true));
-            }
-            run_jobs(jobs, [&h](const StepJob& j, std::int64_t b, std::int64_t e) { adam_range(j, b, e, h); });
+        [](py::handle params, py::handle grads, py::handle exp_avgs, py::handle exp_avg_sqs, py::handle scalars) {
+            step<MtaAdamScalars<double>>("multi_adamw_step", adam, true, {params, grads, exp_avgs, exp_avg_sqs},
+                                         scalars);
         },
-        py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"), py::arg("decay"),
-        py::arg("weight_decay"), py::arg("beta1"), py::arg("beta1_complement"), py::arg("beta2"),
-        py::arg("beta2_complement"), py::arg("step_size"), py::arg("bias_correction2_sqrt"), py::arg("eps"),
-        py::arg("grad_scale"), py::arg("decoupled"), R"doc(adamw_step over lists, in one call.)doc");
+        py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"), py::arg("scalars"),
+        R"doc(adamw_step over lists, in one call.)doc");
 }
 
 }  // namespace minitorch_accum

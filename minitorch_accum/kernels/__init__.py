@@ -10,7 +10,11 @@ runs the CUDA kernels themselves through a launch emulator.
 Every function dispatches on the array type: CuPy arrays run the CUDA kernels,
 NumPy arrays the CPU path of ``kernel_path()`` ("native" by default; set
 ``MTA_KERNELS=reference|native|emulated`` or use ``use_path``).
-``minitorch_accum.kernels.reference`` holds the NumPy oracle of each kernel.
+``minitorch_accum.kernels.reference`` holds the NumPy oracle of each kernel,
+with the native module's signatures. ``catalog`` is the table of bytes per
+element (``bytes_moved``). Launch planning and the two runners (emulator,
+CuPy) are in ``launch/``, the NVRTC and nvcc tools and the command line in
+``tools/``; docs/kernels.md tells the whole story.
 
 This package imports nothing from the rest of minitorch_accum.
 """
@@ -30,7 +34,7 @@ from minitorch_accum.kernels.accumulate import (
     multi_copy_scale_compensated,
     new_flag,
 )
-from minitorch_accum.kernels.catalog import CATALOG, KERNELS, KernelInfo
+from minitorch_accum.kernels.catalog import CATALOG, KERNELS, KernelInfo, bytes_moved
 from minitorch_accum.kernels.dispatch import (
     NativeExtensionMissingWarning,
     kernel_path,
@@ -53,6 +57,7 @@ __all__ = [
     "adamw_step",
     "add_scale",
     "add_scale_compensated",
+    "bytes_moved",
     "cast_add_scale",
     "copy_scale",
     "copy_scale_compensated",

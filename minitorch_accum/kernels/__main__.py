@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minitorch_accum.kernels.command import main
+from minitorch_accum.kernels.tools.command import main
 
 __all__ = ["main"]
 

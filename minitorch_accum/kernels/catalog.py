@@ -1,71 +1,101 @@
-"""What each kernel computes and the bytes per element it must move.
+"""What each kernel computes and the bytes per element it must move: the one table.
 
-Bytes per element are for fp32 accumulators and gradients (the figure the
-benchmarks divide by time to get bandwidth); the note gives the other cases.
+Bytes are counted from how often a kernel touches each element: ``acc_accesses``
+reads plus writes of accumulator-dtype arrays (acc, comp, or the parameter and
+its optimizer states), ``grad_reads`` reads of the gradient. ``bytes_moved``
+turns that into bytes for any dtypes; ``bytes_fp32`` is the figure for fp32
+accumulators (the one the benchmarks divide by time to get bandwidth), with a
+2-byte gradient for the cast kernels. The accumulation layer's window passes
+(not kernels of this package) are counted the same way, in ``WINDOW_PASSES``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-__all__ = ["CATALOG", "KERNELS", "KernelInfo", "source_of"]
+__all__ = ["CATALOG", "KERNELS", "WINDOW_PASSES", "KernelInfo", "bytes_moved", "source_of"]
 
 
 @dataclass(frozen=True)
 class KernelInfo:
     name: str
     computes: str
-    bytes_fp32: int
-    note: str
-    source: str  # the .cu file holding its CUDA kernels
+    acc_accesses: int  # reads + writes per element of accumulator-dtype arrays
+    grad_reads: int  # reads per element of the gradient
+    note: str = ""
+    fp32_grad_itemsize: int = 4  # the gradient's bytes in the fp32 figure (2 for the cast kernels)
+
+    @property
+    def bytes_fp32(self) -> int:
+        """Bytes per element with fp32 accumulators."""
+        return 4 * self.acc_accesses + self.fp32_grad_itemsize * self.grad_reads
 
 
 CATALOG: tuple[KernelInfo, ...] = (
-    KernelInfo("add_scale", "acc += s * g", 12, "fp64: 24; fp32 g into fp64: 20", "accumulate.cu"),
-    KernelInfo("copy_scale", "acc = s * g (first micro-batch of a window: no zeroing pass)", 8, "", "accumulate.cu"),
-    KernelInfo(
-        "cast_add_scale", "acc(fp32) += s * float(g) for fp16/bf16 g, in one pass", 10, "g is 2 bytes", "accumulate.cu"
-    ),
-    KernelInfo(
-        "add_scale_compensated", "Neumaier: (acc, comp) += s * g; acc + comp is the sum", 20, "", "accumulate.cu"
-    ),
-    KernelInfo("copy_scale_compensated", "acc = s * g, comp = 0", 12, "", "accumulate.cu"),
+    KernelInfo("add_scale", "acc += s * g", 2, 1, "fp64: 24; fp32 g into fp64: 20"),
+    KernelInfo("copy_scale", "acc = s * g (first micro-batch of a window: no zeroing pass)", 1, 1),
+    KernelInfo("cast_add_scale", "acc(fp32) += s * float(g) for fp16/bf16 g, in one pass", 2, 1, "g is 2 bytes", 2),
+    KernelInfo("add_scale_compensated", "Neumaier: (acc, comp) += s * g; acc + comp is the sum", 4, 1),
+    KernelInfo("copy_scale_compensated", "acc = s * g, comp = 0", 2, 1),
     KernelInfo(
         "multi_add_scale",
         "add_scale over a list of (acc, g), mixed dtypes, one launch per table",
-        12,
+        2,
+        1,
         "10 from fp16/bf16",
-        "accumulate.cu",
     ),
-    KernelInfo("multi_copy_scale", "copy_scale over a list, one launch per table", 8, "", "accumulate.cu"),
-    KernelInfo("multi_cast_add_scale", "cast_add_scale over a list, one launch per table", 10, "", "accumulate.cu"),
-    KernelInfo("multi_add_scale_compensated", "add_scale_compensated over a list", 20, "", "accumulate.cu"),
-    KernelInfo("multi_copy_scale_compensated", "copy_scale_compensated over a list", 12, "", "accumulate.cu"),
+    KernelInfo("multi_copy_scale", "copy_scale over a list, one launch per table", 1, 1),
+    KernelInfo("multi_cast_add_scale", "cast_add_scale over a list, one launch per table", 2, 1, "", 2),
+    KernelInfo("multi_add_scale_compensated", "add_scale_compensated over a list", 4, 1),
+    KernelInfo("multi_copy_scale_compensated", "copy_scale_compensated over a list", 2, 1),
     KernelInfo(
-        "l2_norm", "sqrt(sum x^2): block partial sums, then a final reduce", 4, "2 from fp16/bf16", "l2_norm.cu"
+        "l2_norm", "sqrt(sum x^2), fp64 sums: block partials, then a final reduce", 1, 0, "2 from fp16/bf16, 8 fp64"
     ),
-    KernelInfo("multi_l2_norm", "global L2 norm of a list (clipping by global norm)", 4, "", "l2_norm.cu"),
+    KernelInfo("multi_l2_norm", "global L2 norm of a list (clipping by global norm)", 1, 0),
     KernelInfo(
         "sgd_momentum_step",
         "p -= lr * (momentum buffer of grad_scale * g + wd * p), PyTorch SGD",
-        20,
+        4,
+        1,
         "16 on the first step, 12 without momentum",
-        "optimizer_steps.cu",
     ),
-    KernelInfo(
-        "multi_sgd_momentum_step", "sgd_momentum_step over a list, one launch per table", 20, "", "optimizer_steps.cu"
-    ),
-    KernelInfo(
-        "adamw_step",
-        "AdamW/Adam-L2 step on grad_scale * g, bias corrections from the host",
-        28,
-        "",
-        "optimizer_steps.cu",
-    ),
-    KernelInfo("multi_adamw_step", "adamw_step over a list, one launch per table", 28, "", "optimizer_steps.cu"),
+    KernelInfo("multi_sgd_momentum_step", "sgd_momentum_step over a list, one launch per table", 4, 1),
+    KernelInfo("adamw_step", "AdamW/Adam-L2 step on grad_scale * g, bias corrections from the host", 6, 1),
+    KernelInfo("multi_adamw_step", "adamw_step over a list, one launch per table", 6, 1),
 )
 
 KERNELS: tuple[str, ...] = tuple(k.name for k in CATALOG)
+
+# Passes of the accumulation layer that are not kernels here, counted the same way.
+WINDOW_PASSES: tuple[KernelInfo, ...] = (
+    KernelInfo("cast_copy_scale", "acc(fp32) = s * float(g): copy_scale of a fp16/bf16 g", 1, 1, "", 2),
+    KernelInfo("container-store", "Burn's container keeps the gradient array itself: nothing moved", 0, 0),
+    KernelInfo("container-add", "Burn's container sums a gradient into its entry", 2, 1),
+    KernelInfo("scale", "acc *= s over the window's buffer (normalization not folded into a step)", 2, 0),
+    KernelInfo("fold_compensation", "acc += comp, the compensation folded into the sum", 3, 0),
+    KernelInfo("finite_check", "reads acc once to look for inf/nan", 1, 0),
+)
+
+_BY_NAME: dict[str, KernelInfo] = {k.name: k for k in CATALOG + WINDOW_PASSES}
+# the dtype suffixes of the CUDA kernel names: mta_add_scale_f32_bf16, mta_adamw_step_f64
+_CUDA_NAME = re.compile(r"(?:mta_)?(\w+?)((?:_(?:f16|bf16|f32|f64)){0,2})")
+
+
+def bytes_moved(name: str, elements: int, acc_itemsize: int, grad_itemsize: int) -> int:
+    """Bytes a kernel or window pass must move (reads plus writes) over ``elements`` elements.
+
+    ``name``: a kernel of CATALOG, a pass of WINDOW_PASSES, or a CUDA kernel name with its
+    dtypes (mta_cast_add_scale_f32_bf16). For the L2 norm the array read counts as the
+    accumulator; for optimizer steps the parameter does. KeyError for an unknown name.
+    """
+    info = _BY_NAME.get(name)
+    if info is None:
+        match = _CUDA_NAME.fullmatch(name)
+        info = _BY_NAME.get(match.group(1)) if match else None
+        if info is None:
+            raise KeyError(f"bytes_moved: unknown kernel or pass {name!r}; known: {', '.join(_BY_NAME)}")
+    return (info.acc_accesses * acc_itemsize + info.grad_reads * grad_itemsize) * elements
 
 
 def source_of(cuda_kernel: str) -> str:

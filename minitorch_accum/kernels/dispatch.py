@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from minitorch_accum.kernels import reference
+from minitorch_accum.kernels.validation import check_lengths
+
 __all__ = [
     "PATHS",
     "NativeExtensionMissingWarning",
+    "call_device",
     "cpu_path",
     "device_of",
+    "host_module",
     "is_cupy_array",
     "kernel_path",
     "native",
@@ -57,27 +62,23 @@ def native_available() -> bool:
     return _native_module is not None
 
 
-# os.environ.get costs more than a small native kernel call (it encodes the key
-# and decodes the value each time), yet MTA_KERNELS must be honoured when it
-# changes at run time. CPython's os.environ keeps the encoded mapping in _data,
-# so the raw value is looked up there directly; any other environ falls back.
-_environ_data: dict | None = getattr(os.environ, "_data", None)
-try:
-    _environ_key: object = os.environ.encodekey(ENV_VAR)  # type: ignore[attr-defined]
-except AttributeError:
-    _environ_data = None
-    _environ_key = ENV_VAR
-_parsed: dict[object, str] = {}
+# MTA_KERNELS is read at every call, so a change at run time is honoured; only
+# the check of a value already seen is cached. os.environ.get of an unset name
+# costs ~0.8 us (Mapping.get goes through a KeyError), most of a small kernel
+# call; os.environ writes every change through putenv (as documented), so the C
+# getenv of the native module sees the same value for ~0.05 us.
+_checked: dict[str | None, str] = {}
+_getenv = _native_module.getenv if _native_module is not None else os.environ.get
 
 
 def _environment_path() -> str:
-    raw = _environ_data.get(_environ_key) if _environ_data is not None else os.environ.get(ENV_VAR)
-    path = _parsed.get(raw)
+    raw = _getenv(ENV_VAR)
+    path = _checked.get(raw)
     if path is None:
-        value = os.environ.get(ENV_VAR) or "native"
+        value = raw or "native"
         if value not in PATHS:
             raise ValueError(f"{ENV_VAR}={value!r} is not a kernel path; choose one of {', '.join(PATHS)}")
-        path = _parsed[raw] = value
+        path = _checked[raw] = value
     return path
 
 
@@ -133,6 +134,15 @@ def use_path(path: str) -> Iterator[None]:
         _override = previous
 
 
+def host_module() -> ModuleType | None:
+    """The module a call on NumPy arrays runs on now: the native module or the NumPy reference
+    (both have the same signatures); None on the emulated path, which plans launches as CuPy does."""
+    path = cpu_path()
+    if path == "native":
+        return _native_module
+    return reference if path == "reference" else None
+
+
 def native() -> ModuleType:
     """The native module; RuntimeError naming the import failure when it is missing."""
     if _native_module is None:
@@ -180,3 +190,41 @@ def one_device(kernel: str, named: Iterable[tuple[str, Any]]) -> str:
                 "all arrays of one call must be on one device"
             )
     return first or "host"
+
+
+def _numpy_or_none(values: Iterable[Any]) -> bool:
+    # a plain loop: all() over a generator costs more than the rest of the check
+    for x in values:  # noqa: SIM110
+        if x is not None and type(x) is not np.ndarray:
+            return False
+    return True
+
+
+def call_device(
+    kernel: str,
+    names: Sequence[str],
+    values: Sequence[Any],
+    *,
+    listed: bool,
+    flag: Any = None,
+    optional: Sequence[str] = (),
+) -> str:
+    """The one device of a call's arrays: one value per name, or (listed) one list per name
+    ("accs", "gs": the names take an "s"); a list named in ``optional`` may be None.
+
+    NumPy arrays and None (the host) are recognized first and cheaply: the host module then
+    makes every check itself. Anything else is checked here for list type and length, and
+    for one device (TypeError naming both devices otherwise).
+    """
+    if flag is None or type(flag) is np.ndarray:
+        if not listed:
+            if _numpy_or_none(values):
+                return "host"
+        elif all(v is None or (type(v) in (list, tuple) and _numpy_or_none(v)) for v in values):
+            return "host"
+    if not listed:
+        return one_device(kernel, [*zip(names, values, strict=True), ("flag", flag)])
+    lists = [(f"{name}s", v) for name, v in zip(names, values, strict=True) if not (v is None and name in optional)]
+    check_lengths(kernel, lists)
+    named = [(f"{role}[{i}]", x) for role, xs in lists for i, x in enumerate(xs)]
+    return one_device(kernel, [*named, ("flag", flag)])

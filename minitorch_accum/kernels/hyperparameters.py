@@ -1,21 +1,29 @@
 """Host-side scalars of the fused optimizer steps, derived once in float64.
 
-Every path (NumPy reference, native, emulated, CuPy) receives these same
-Python floats and rounds each once to the parameter dtype, so the steps agree
-bit for bit. The formulas follow PyTorch's SGD and AdamW.
+Every path (NumPy reference, native, emulated, CuPy) receives the same
+scalars object and rounds each field once to the parameter dtype, so the
+steps agree bit for bit. The formulas follow PyTorch's SGD and AdamW; the
+arguments are checked here, once, for every path.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
+from typing import Any
+
+from minitorch_accum.kernels.validation import real_number
 
 __all__ = ["AdamScalars", "SgdScalars", "adam_scalars", "sgd_scalars"]
 
 
 @dataclass(frozen=True)
 class SgdScalars:
-    """Mirrors MtaSgdScalars in csrc/accum_math.cuh; the field order is the native argument order."""
+    """The fields of MTA_SGD_SCALARS in csrc/accum_math.cuh, in its order (float: T, bool: int).
+
+    The native module reads them by name; the launch planner packs them as the struct.
+    """
 
     lr: float
     momentum: float
@@ -28,7 +36,7 @@ class SgdScalars:
 
 @dataclass(frozen=True)
 class AdamScalars:
-    """Mirrors MtaAdamScalars in csrc/accum_math.cuh; the field order is the native argument order."""
+    """The fields of MTA_ADAM_SCALARS in csrc/accum_math.cuh, in its order (float: T, bool: int)."""
 
     decay: float
     weight_decay: float
@@ -44,7 +52,7 @@ class AdamScalars:
 
 
 def sgd_scalars(
-    *,
+    kernel: str,
     lr: float,
     momentum: float,
     dampening: float,
@@ -53,21 +61,40 @@ def sgd_scalars(
     grad_scale: float,
     first_step: bool,
 ) -> SgdScalars:
+    """The scalars of one SGD step; errors name ``kernel``."""
+    momentum = real_number(kernel, "momentum", momentum)
+    dampening = real_number(kernel, "dampening", dampening)
     if nesterov and (momentum <= 0 or dampening != 0):
-        raise ValueError("sgd_momentum_step: nesterov needs momentum > 0 and dampening == 0")
+        raise ValueError(f"{kernel}: nesterov needs momentum > 0 and dampening == 0")
     return SgdScalars(
-        lr=float(lr),
-        momentum=float(momentum),
-        dampening_complement=1.0 - float(dampening),
-        weight_decay=float(weight_decay),
-        grad_scale=float(grad_scale),
+        lr=real_number(kernel, "lr", lr),
+        momentum=momentum,
+        dampening_complement=1.0 - dampening,
+        weight_decay=real_number(kernel, "weight_decay", weight_decay),
+        grad_scale=real_number(kernel, "grad_scale", grad_scale),
         nesterov=bool(nesterov),
         first_step=bool(first_step),
     )
 
 
+def _beta(kernel: str, name: str, value: Any) -> float:
+    beta = real_number(kernel, name, value)
+    # beta1 = 1 would divide by 1 - beta1^step = 0; PyTorch refuses both ends too
+    if not 0.0 <= beta < 1.0:
+        raise ValueError(f"{kernel}: {name} must be in [0, 1), got {value!r}")
+    return beta
+
+
+def _step(kernel: str, step: Any) -> int:
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+        raise TypeError(f"{kernel}: step must be an integer (the step count, from 1), got {step!r}")
+    if step < 1:
+        raise ValueError(f"{kernel}: step counts from 1, got {step}")
+    return int(step)
+
+
 def adam_scalars(
-    *,
+    kernel: str,
     lr: float,
     beta1: float,
     beta2: float,
@@ -77,20 +104,21 @@ def adam_scalars(
     grad_scale: float,
     decoupled: bool,
 ) -> AdamScalars:
-    if step < 1:
-        raise ValueError(f"adamw_step: step counts from 1, got {step}")
-    bias_correction1 = 1.0 - float(beta1) ** step
-    bias_correction2 = 1.0 - float(beta2) ** step
+    """The scalars of one AdamW (decoupled) or Adam-L2 step; errors name ``kernel``."""
+    lr = real_number(kernel, "lr", lr)
+    weight_decay = real_number(kernel, "weight_decay", weight_decay)
+    beta1, beta2 = _beta(kernel, "beta1", beta1), _beta(kernel, "beta2", beta2)
+    step = _step(kernel, step)
     return AdamScalars(
-        decay=1.0 - float(lr) * float(weight_decay),
-        weight_decay=float(weight_decay),
-        beta1=float(beta1),
-        beta1_complement=1.0 - float(beta1),
-        beta2=float(beta2),
-        beta2_complement=1.0 - float(beta2),
-        step_size=float(lr) / bias_correction1,
-        bias_correction2_sqrt=math.sqrt(bias_correction2),
-        eps=float(eps),
-        grad_scale=float(grad_scale),
+        decay=1.0 - lr * weight_decay,
+        weight_decay=weight_decay,
+        beta1=beta1,
+        beta1_complement=1.0 - beta1,
+        beta2=beta2,
+        beta2_complement=1.0 - beta2,
+        step_size=lr / (1.0 - beta1**step),
+        bias_correction2_sqrt=math.sqrt(1.0 - beta2**step),
+        eps=real_number(kernel, "eps", eps),
+        grad_scale=real_number(kernel, "grad_scale", grad_scale),
         decoupled=bool(decoupled),
     )

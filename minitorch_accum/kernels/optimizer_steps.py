@@ -3,40 +3,43 @@
 ``grad_scale`` folds the window's normalization (1/k or 1/N_items) and any
 loss-scale unscale into the step, so normalizing costs no pass of its own.
 Semantics follow PyTorch's SGD and AdamW; the exact formula is in
-csrc/accum_math.cuh, the host scalars in hyperparameters.py.
+csrc/accum_math.cuh, the host scalars (derived and checked once, for every
+path) in hyperparameters.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import astuple
 from typing import Any
 
-import numpy as np
-
-from minitorch_accum.kernels import reference
-from minitorch_accum.kernels.dispatch import cpu_path, native, one_device
-from minitorch_accum.kernels.hyperparameters import adam_scalars, sgd_scalars
-from minitorch_accum.kernels.launch_plan import plan_adam, plan_multi_adam, plan_multi_sgd, plan_sgd
-from minitorch_accum.kernels.runners import runner_for
-from minitorch_accum.kernels.validation import check_lengths, check_step
+from minitorch_accum.kernels.dispatch import call_device, host_module
+from minitorch_accum.kernels.hyperparameters import AdamScalars, SgdScalars, adam_scalars, sgd_scalars
+from minitorch_accum.kernels.launch.plan import plan_adam, plan_multi_adam, plan_multi_sgd, plan_sgd
+from minitorch_accum.kernels.launch.runners import runner_for
+from minitorch_accum.kernels.validation import ADAM_ARRAYS, SGD_ARRAYS, check_step
 
 __all__ = ["adamw_step", "multi_adamw_step", "multi_sgd_momentum_step", "sgd_momentum_step"]
 
 Array = Any
 
 
-def _device(kernel: str, named: Sequence[tuple[str, Any]]) -> str:
-    if all(x is None or type(x) is np.ndarray for _, x in named):
-        return "host"
-    return one_device(kernel, named)
-
-
-def _lists_device(kernel: str, named: Sequence[tuple[str, Sequence[Any] | None]]) -> str:
-    check_lengths(kernel, [(role, items) for role, items in named if items is not None])
-    return _device(
-        kernel, [(f"{role}[{i}]", x) for role, items in named if items is not None for i, x in enumerate(items)]
-    )
+def _step(kernel: str, names: Sequence[str], values: tuple[Any, ...], h: SgdScalars | AdamScalars) -> None:
+    """One step call: ``values`` are one array per role, or lists of them for a multi_* kernel."""
+    listed = kernel.startswith("multi_")
+    momentum = h.momentum if isinstance(h, SgdScalars) else None
+    # SGD's buffers may be None (no momentum); whether they must be there is checked below
+    device = call_device(kernel, names, values, listed=listed, optional=names[2:] if momentum is not None else ())
+    if device == "host" and (module := host_module()) is not None:
+        getattr(module, kernel)(*values, h)
+        return
+    items = check_step(kernel, names, values, listed=listed, momentum=momentum)
+    runner = runner_for(device)
+    if listed:
+        plan = plan_multi_sgd if isinstance(h, SgdScalars) else plan_multi_adam
+        runner.run(plan(items, h, runner.address_of))  # type: ignore[arg-type]
+    else:
+        plan = plan_sgd if isinstance(h, SgdScalars) else plan_adam
+        runner.run(plan(*items[0], h, runner.sm_count))  # type: ignore[operator]
 
 
 def sgd_momentum_step(
@@ -58,38 +61,8 @@ def sgd_momentum_step(
     p -= lr * (g + momentum * buf if nesterov else buf). momentum_buf may be None when momentum == 0.
     """
     kernel = "sgd_momentum_step"
-    h = sgd_scalars(
-        lr=lr,
-        momentum=momentum,
-        dampening=dampening,
-        weight_decay=weight_decay,
-        nesterov=nesterov,
-        grad_scale=grad_scale,
-        first_step=first_step,
-    )
-    device = _device(kernel, [("param", param), ("grad", grad), ("momentum_buf", momentum_buf)])
-    if device == "host":
-        path = cpu_path()
-        if path == "native":
-            native().sgd_momentum_step(param, grad, momentum_buf, *astuple(h))
-            return
-        if path == "reference":
-            reference.sgd_momentum_step(
-                param,
-                grad,
-                momentum_buf,
-                lr=lr,
-                momentum=momentum,
-                dampening=dampening,
-                weight_decay=weight_decay,
-                nesterov=nesterov,
-                grad_scale=grad_scale,
-                first_step=first_step,
-            )
-            return
-    check_step(kernel, "param", param, "grad", grad, [("momentum_buf", momentum_buf, momentum != 0)])
-    runner = runner_for(device)
-    runner.run(plan_sgd(param, grad, momentum_buf, h, runner.sm_count))
+    h = sgd_scalars(kernel, lr, momentum, dampening, weight_decay, nesterov, grad_scale, first_step)
+    _step(kernel, SGD_ARRAYS, (param, grad, momentum_buf), h)
 
 
 def multi_sgd_momentum_step(
@@ -107,42 +80,8 @@ def multi_sgd_momentum_step(
 ) -> None:
     """sgd_momentum_step over lists of (param, grad, buf); float32 and float64 may mix."""
     kernel = "multi_sgd_momentum_step"
-    h = sgd_scalars(
-        lr=lr,
-        momentum=momentum,
-        dampening=dampening,
-        weight_decay=weight_decay,
-        nesterov=nesterov,
-        grad_scale=grad_scale,
-        first_step=first_step,
-    )
-    if momentum_bufs is None and momentum != 0:
-        raise ValueError(f"{kernel}: momentum_bufs is required when momentum != 0")
-    device = _lists_device(kernel, [("params", params), ("grads", grads), ("momentum_bufs", momentum_bufs)])
-    if device == "host":
-        path = cpu_path()
-        if path == "native":
-            native().multi_sgd_momentum_step(params, grads, momentum_bufs, *astuple(h))
-            return
-        if path == "reference":
-            reference.multi_sgd_momentum_step(
-                params,
-                grads,
-                momentum_bufs,
-                lr=lr,
-                momentum=momentum,
-                dampening=dampening,
-                weight_decay=weight_decay,
-                nesterov=nesterov,
-                grad_scale=grad_scale,
-                first_step=first_step,
-            )
-            return
-    bufs = list(momentum_bufs) if momentum_bufs is not None else [None] * len(params)
-    for i, (p, g, b) in enumerate(zip(params, grads, bufs, strict=True)):
-        check_step(kernel, f"params[{i}]", p, f"grads[{i}]", g, [(f"momentum_bufs[{i}]", b, momentum != 0)])
-    runner = runner_for(device)
-    runner.run(plan_multi_sgd(params, grads, momentum_bufs, h, runner.address_of))
+    h = sgd_scalars(kernel, lr, momentum, dampening, weight_decay, nesterov, grad_scale, first_step)
+    _step(kernel, SGD_ARRAYS, (params, grads, momentum_bufs), h)
 
 
 def adamw_step(
@@ -165,43 +104,11 @@ def adamw_step(
     p *= 1 - lr * wd (decoupled; decoupled=False adds wd * p to g instead, Adam's L2);
     m = b1 * m + (1 - b1) * g; v = b2 * v + (1 - b2) * g * g;
     p -= (lr / (1 - b1^step)) * (m / (sqrt(v) / sqrt(1 - b2^step) + eps)).
+    beta1 and beta2 in [0, 1), step an integer from 1.
     """
     kernel = "adamw_step"
-    h = adam_scalars(
-        lr=lr,
-        beta1=beta1,
-        beta2=beta2,
-        eps=eps,
-        weight_decay=weight_decay,
-        step=step,
-        grad_scale=grad_scale,
-        decoupled=decoupled,
-    )
-    device = _device(kernel, [("param", param), ("grad", grad), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq)])
-    if device == "host":
-        path = cpu_path()
-        if path == "native":
-            native().adamw_step(param, grad, exp_avg, exp_avg_sq, *astuple(h))
-            return
-        if path == "reference":
-            reference.adamw_step(
-                param,
-                grad,
-                exp_avg,
-                exp_avg_sq,
-                lr=lr,
-                beta1=beta1,
-                beta2=beta2,
-                eps=eps,
-                weight_decay=weight_decay,
-                step=step,
-                grad_scale=grad_scale,
-                decoupled=decoupled,
-            )
-            return
-    check_step(kernel, "param", param, "grad", grad, [("exp_avg", exp_avg, True), ("exp_avg_sq", exp_avg_sq, True)])
-    runner = runner_for(device)
-    runner.run(plan_adam(param, grad, exp_avg, exp_avg_sq, h, runner.sm_count))
+    h = adam_scalars(kernel, lr, beta1, beta2, eps, weight_decay, step, grad_scale, decoupled)
+    _step(kernel, ADAM_ARRAYS, (param, grad, exp_avg, exp_avg_sq), h)
 
 
 def multi_adamw_step(
@@ -221,43 +128,5 @@ def multi_adamw_step(
 ) -> None:
     """adamw_step over lists of (param, grad, exp_avg, exp_avg_sq); float32 and float64 may mix."""
     kernel = "multi_adamw_step"
-    h = adam_scalars(
-        lr=lr,
-        beta1=beta1,
-        beta2=beta2,
-        eps=eps,
-        weight_decay=weight_decay,
-        step=step,
-        grad_scale=grad_scale,
-        decoupled=decoupled,
-    )
-    device = _lists_device(
-        kernel, [("params", params), ("grads", grads), ("exp_avgs", exp_avgs), ("exp_avg_sqs", exp_avg_sqs)]
-    )
-    if device == "host":
-        path = cpu_path()
-        if path == "native":
-            native().multi_adamw_step(params, grads, exp_avgs, exp_avg_sqs, *astuple(h))
-            return
-        if path == "reference":
-            reference.multi_adamw_step(
-                params,
-                grads,
-                exp_avgs,
-                exp_avg_sqs,
-                lr=lr,
-                beta1=beta1,
-                beta2=beta2,
-                eps=eps,
-                weight_decay=weight_decay,
-                step=step,
-                grad_scale=grad_scale,
-                decoupled=decoupled,
-            )
-            return
-    for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs, strict=True)):
-        check_step(
-            kernel, f"params[{i}]", p, f"grads[{i}]", g, [(f"exp_avgs[{i}]", m, True), (f"exp_avg_sqs[{i}]", v, True)]
-        )
-    runner = runner_for(device)
-    runner.run(plan_multi_adam(params, grads, exp_avgs, exp_avg_sqs, h, runner.address_of))
+    h = adam_scalars(kernel, lr, beta1, beta2, eps, weight_decay, step, grad_scale, decoupled)
+    _step(kernel, ADAM_ARRAYS, (params, grads, exp_avgs, exp_avg_sqs), h)

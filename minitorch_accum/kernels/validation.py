@@ -1,15 +1,23 @@
 """Argument checks for the NumPy reference, the emulated and the CuPy paths.
 
-The native module makes the same checks in C++ (csrc/native/array_args.cpp)
-with the same messages: each names the kernel, the argument, its shape and
-its dtype. Errors are TypeError for a wrong type or dtype, ValueError for a
-wrong size, layout or length.
+The native module makes the same checks in C++ (csrc/native/array_args.cpp),
+in the same order, with the same messages: each names the kernel, the
+argument, its shape and its dtype. Errors are TypeError for a wrong type or
+dtype (None where an array belongs included), ValueError for a wrong size,
+layout, length, or memory shared with an array the kernel writes.
+
+A call's checks run item by item; each array checked is recorded in a
+``CallArrays`` (role, array, written), and ``require_disjoint`` then looks for
+overlaps over all of them at once.
 """
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from minitorch_accum.kernels.dtypes import (
     ACCUMULATE_KINDS,
@@ -20,19 +28,103 @@ from minitorch_accum.kernels.dtypes import (
 )
 
 __all__ = [
+    "ADAM_ARRAYS",
+    "SGD_ARRAYS",
+    "CallArrays",
     "check_accumulate",
-    "check_accumulate_lists",
-    "check_flag",
     "check_lengths",
-    "check_norm_input",
+    "check_norm",
     "check_step",
     "describe",
+    "real_number",
+    "roles",
 ]
+
+
+# The arrays of one tensor of each optimizer step, by role (a list of them adds "s").
+SGD_ARRAYS = ("param", "grad", "momentum_buf")
+ADAM_ARRAYS = ("param", "grad", "exp_avg", "exp_avg_sq")
 
 
 def describe(role: str, a: Any) -> str:
     """'acc (shape (3, 4), float32)'"""
     return f"{role} (shape {tuple(a.shape)}, {a.dtype})"
+
+
+def real_number(kernel: str, name: str, value: Any) -> float:
+    """``value`` as a float; TypeError naming the kernel and the argument for None, a string, an array..."""
+    if type(value) is float:
+        return value
+    if isinstance(value, numbers.Real):
+        return float(value)
+    raise TypeError(f"{kernel}: {name} must be a real number, got {type(value).__qualname__}")
+
+
+def roles(names: Sequence[str], index: int | None) -> list[str]:
+    """The roles of one item: the singular names of a single-array call (index None), else
+    the list names with the item's index: ("acc", "g") or ("accs[3]", "gs[3]")."""
+    if index is None:
+        return list(names)
+    return [f"{name}s[{index}]" for name in names]
+
+
+def _address(a: Any) -> int:
+    if isinstance(a, np.ndarray):
+        return int(a.__array_interface__["data"][0])
+    return int(a.data.ptr)  # CuPy: a device address (all arrays of a call are on one device)
+
+
+class CallArrays:
+    """The arrays of one call, checked one by one; then ``require_disjoint`` over all of them."""
+
+    def __init__(self, kernel: str) -> None:
+        self.kernel = kernel
+        self.entries: list[tuple[str, Any, bool]] = []
+
+    def add(self, role: str, a: Any, written: bool) -> None:
+        """TypeError unless ``a`` is a NumPy or CuPy array in native byte order."""
+        if a is None or not hasattr(a, "dtype") or not hasattr(a, "flags"):
+            raise TypeError(f"{self.kernel}: {role} must be a NumPy or CuPy array, got {type(a).__qualname__}")
+        if not a.dtype.isnative:
+            raise TypeError(f"{self.kernel}: {describe(role, a)} must be in native byte order")
+        self.entries.append((role, a, written))
+
+    def require_disjoint(self) -> None:
+        """ValueError naming both arrays when one the kernel writes shares memory with another.
+
+        Sorted by first byte (then argument order), a span overlaps an earlier one exactly
+        when it starts before the farthest end seen so far; keeping that end for written
+        arrays and for all arrays finds every overlap involving a written array, and names
+        the same pair as the native module does.
+        """
+        spans = []
+        for index, (_, a, _) in enumerate(self.entries):
+            nbytes = int(a.size) * a.dtype.itemsize
+            if nbytes:
+                begin = _address(a)
+                spans.append((begin, index, begin + nbytes))
+        spans.sort()
+        farthest_written: tuple[int, int, int] | None = None
+        farthest: tuple[int, int, int] | None = None
+        for span in spans:
+            begin, index, end = span
+            written = self.entries[index][2]
+            other = None
+            if farthest_written is not None and begin < farthest_written[2]:
+                other = farthest_written
+            elif written and farthest is not None and begin < farthest[2]:
+                other = farthest
+            if other is not None:
+                first_role, first, _ = self.entries[min(index, other[1])]
+                second_role, second, _ = self.entries[max(index, other[1])]
+                raise ValueError(
+                    f"{self.kernel}: {describe(first_role, first)} and {describe(second_role, second)} share "
+                    "memory; an array the kernel writes must not overlap its other arrays"
+                )
+            if written and (farthest_written is None or end > farthest_written[2]):
+                farthest_written = span
+            if farthest is None or end > farthest[2]:
+                farthest = span
 
 
 def _contiguous(kernel: str, role: str, a: Any, written: bool) -> None:
@@ -49,123 +141,148 @@ def _same_size(kernel: str, a_role: str, a: Any, b_role: str, b: Any) -> None:
         )
 
 
-def check_accumulate(
-    kernel: str,
-    acc: Any,
-    g: Any,
-    comp: Any = None,
-    *,
-    compensated: bool = False,
-    cast_only: bool = False,
-    acc_role: str = "acc",
-    g_role: str = "g",
-    comp_role: str = "comp",
-) -> int:
-    """Checks one (acc[, comp], g) triple; returns the pair's kind code."""
-    kind = ACCUMULATE_KINDS.get((acc.dtype, g.dtype))
-    if kind is None:
-        raise TypeError(
-            f"{kernel}: unsupported dtypes {describe(acc_role, acc)} with {describe(g_role, g)}; "
-            f"supported (acc, g) pairs: {SUPPORTED_PAIRS_TEXT}"
-        )
-    if cast_only and g.dtype not in LOW_PRECISION:
-        raise TypeError(
-            f"{kernel}: {describe(g_role, g)} must be float16 or bfloat16 into a float32 "
-            f"accumulator, got {describe(acc_role, acc)}"
-        )
-    _contiguous(kernel, acc_role, acc, True)
-    _contiguous(kernel, g_role, g, False)
-    _same_size(kernel, acc_role, acc, g_role, g)
-    if compensated:
-        if comp.dtype != acc.dtype:
-            raise TypeError(f"{kernel}: {describe(comp_role, comp)} must have the dtype of {describe(acc_role, acc)}")
-        _contiguous(kernel, comp_role, comp, True)
-        _same_size(kernel, acc_role, acc, comp_role, comp)
-    return kind
-
-
-def check_accumulate_lists(
-    kernel: str,
-    accs: Sequence[Any],
-    comps: Sequence[Any] | None,
-    gs: Sequence[Any],
-    *,
-    compensated: bool = False,
-    cast_only: bool = False,
-) -> None:
-    """Checks the lists of a multi-tensor accumulation, naming items as accs[i], comps[i], gs[i]."""
-    if compensated:
-        check_lengths(kernel, [("accs", accs), ("comps", comps), ("gs", gs)])  # type: ignore[list-item]
-    else:
-        check_lengths(kernel, [("accs", accs), ("gs", gs)])
-    for i, (acc, g) in enumerate(zip(accs, gs, strict=True)):
-        check_accumulate(
-            kernel,
-            acc,
-            g,
-            comps[i] if compensated and comps is not None else None,
-            compensated=compensated,
-            cast_only=cast_only,
-            acc_role=f"accs[{i}]",
-            g_role=f"gs[{i}]",
-            comp_role=f"comps[{i}]",
-        )
-
-
-def check_flag(kernel: str, flag: Any) -> None:
-    if flag is None:
-        return
-    if str(flag.dtype) != "int32" or flag.size < 1:
-        raise TypeError(f"{kernel}: {describe('flag', flag)} must be an int32 array of shape (1,) (see new_flag)")
-    _contiguous(kernel, "flag", flag, True)
-
-
-def check_lengths(kernel: str, named: Sequence[tuple[str, Sequence[Any]]]) -> None:
-    """ValueError unless every named list has the first one's length."""
+def check_lengths(kernel: str, named: Sequence[tuple[str, Any]]) -> None:
+    """TypeError unless each named value is a list or tuple; ValueError unless all have the first one's length."""
     for role, items in named:
-        if not isinstance(items, list | tuple):
+        if not isinstance(items, (list, tuple)):
             raise TypeError(f"{kernel}: {role} must be a list or tuple of arrays, got {type(items).__qualname__}")
     lengths = [len(items) for _, items in named]
     if len(set(lengths)) > 1:
-        roles = ", ".join(role for role, _ in named[:-1]) + f" and {named[-1][0]}"
+        roles_text = ", ".join(role for role, _ in named[:-1]) + f" and {named[-1][0]}"
         counts = ", ".join(str(n) for n in lengths[:-1]) + f" and {lengths[-1]}"
-        raise ValueError(f"{kernel}: {roles} must have the same length, got {counts}")
+        raise ValueError(f"{kernel}: {roles_text} must have the same length, got {counts}")
 
 
-def check_norm_input(kernel: str, role: str, x: Any) -> int:
-    """Checks one array of the L2 norm; returns its dtype code."""
-    code = NORM_DTYPES.get(x.dtype)
-    if code is None:
+def _check_flag(arrays: CallArrays, flag: Any) -> None:
+    if flag is None:
+        return
+    arrays.add("flag", flag, True)
+    if str(flag.dtype) != "int32" or flag.size < 1:
         raise TypeError(
-            f"{kernel}: unsupported dtype {describe(role, x)}; supported: float32, float16, bfloat16, float64"
+            f"{arrays.kernel}: {describe('flag', flag)} must be an int32 array of shape (1,) (see new_flag)"
         )
-    _contiguous(kernel, role, x, False)
-    return code
+    _contiguous(arrays.kernel, "flag", flag, True)
+
+
+def _items(
+    kernel: str, names: Sequence[str], values: Sequence[Any], listed: bool, optional: bool = False
+) -> list[tuple[Any, ...]]:
+    """The call's items: one tuple of arrays, or (listed) one per index of the lists, whose types
+    and lengths are checked here. With ``optional``, a state list (past param and grad) that is
+    None is left out of the checks and stays None in each item (SGD without momentum)."""
+    if not listed:
+        return [tuple(values)]
+    named = [
+        (f"{name}s", value)
+        for k, (name, value) in enumerate(zip(names, values, strict=True))
+        if not (optional and k >= 2 and value is None)
+    ]
+    check_lengths(kernel, named)
+    n = len(named[0][1])
+    return list(zip(*(value if value is not None else [None] * n for value in values), strict=True))
+
+
+def check_accumulate(
+    kernel: str,
+    accs: Any,
+    comps: Any,
+    gs: Any,
+    flag: Any,
+    *,
+    listed: bool,
+    compensated: bool,
+    cast_only: bool,
+) -> list[tuple[Any, Any, Any]]:
+    """Checks an accumulation's (acc, comp, g) items (comp None unless compensated), then the
+    flag, then that nothing written overlaps; returns the items. ``listed``: accs, comps and gs
+    are the lists of a multi_* call (comps None unless compensated), else single arrays."""
+    if compensated:
+        items = _items(kernel, ("acc", "comp", "g"), (accs, comps, gs), listed)
+    else:
+        items = [(acc, None, g) for acc, g in _items(kernel, ("acc", "g"), (accs, gs), listed)]
+    arrays = CallArrays(kernel)
+    for i, (acc, comp, g) in enumerate(items):
+        acc_role, comp_role, g_role = roles(("acc", "comp", "g"), i if listed else None)
+        arrays.add(acc_role, acc, True)
+        arrays.add(g_role, g, False)
+        if ACCUMULATE_KINDS.get((acc.dtype, g.dtype)) is None:
+            raise TypeError(
+                f"{kernel}: unsupported dtypes {describe(acc_role, acc)} with {describe(g_role, g)}; "
+                f"supported (acc, g) pairs: {SUPPORTED_PAIRS_TEXT}"
+            )
+        if cast_only and g.dtype not in LOW_PRECISION:
+            raise TypeError(
+                f"{kernel}: {describe(g_role, g)} must be float16 or bfloat16 into a float32 "
+                f"accumulator, got {describe(acc_role, acc)}"
+            )
+        _contiguous(kernel, acc_role, acc, True)
+        _contiguous(kernel, g_role, g, False)
+        _same_size(kernel, acc_role, acc, g_role, g)
+        if compensated:
+            arrays.add(comp_role, comp, True)
+            if comp.dtype != acc.dtype:
+                raise TypeError(
+                    f"{kernel}: {describe(comp_role, comp)} must have the dtype of {describe(acc_role, acc)}"
+                )
+            _contiguous(kernel, comp_role, comp, True)
+            _same_size(kernel, acc_role, acc, comp_role, comp)
+    _check_flag(arrays, flag)
+    arrays.require_disjoint()
+    return items
+
+
+def check_norm(kernel: str, tensors: Any, *, listed: bool) -> list[Any]:
+    """Checks each array of an L2 norm (read only: no overlap rule); returns them as a list.
+    ``listed``: tensors is the list of multi_l2_norm, else the one array of l2_norm."""
+    arrays = CallArrays(kernel)
+    xs = [x for (x,) in _items(kernel, ("tensor",), (tensors,), listed)]
+    for i, x in enumerate(xs):
+        role = f"tensors[{i}]" if listed else "x"
+        arrays.add(role, x, False)
+        if NORM_DTYPES.get(x.dtype) is None:
+            raise TypeError(
+                f"{kernel}: unsupported dtype {describe(role, x)}; supported: float32, float16, bfloat16, float64"
+            )
+        _contiguous(kernel, role, x, False)
+    return xs
 
 
 def check_step(
-    kernel: str,
-    p_role: str,
-    p: Any,
-    g_role: str,
-    g: Any,
-    states: Sequence[tuple[str, Any, bool]],
-) -> None:
-    """Checks one tensor of an optimizer step: param, grad and (role, array, required) states."""
-    if p.dtype not in OPTIMIZER_DTYPES or g.dtype != p.dtype:
-        raise TypeError(
-            f"{kernel}: {describe(p_role, p)} and {describe(g_role, g)} must share one dtype, float32 or float64"
-        )
-    _contiguous(kernel, p_role, p, True)
-    _contiguous(kernel, g_role, g, False)
-    _same_size(kernel, p_role, p, g_role, g)
-    for role, s, required in states:
-        if s is None:
-            if required:
-                reason = " when momentum != 0" if "momentum" in role else ""
-                raise ValueError(f"{kernel}: {role} is required{reason}")
-            continue
-        if s.dtype != p.dtype:
-            raise TypeError(f"{kernel}: {describe(role, s)} must have the dtype of {describe(p_role, p)}")
-        _contiguous(kernel, role, s, True)
-        _same_size(kernel, p_role, p, role, s)
+    kernel: str, names: Sequence[str], values: Sequence[Any], *, listed: bool, momentum: float | None = None
+) -> list[tuple[Any, ...]]:
+    """Checks an optimizer step's (param, grad, *states) items, then that nothing written
+    overlaps; returns the items. ``names`` are the singular roles ("param", "grad", "exp_avg",
+    ...), ``values`` one array (or, listed, one list) per name.
+
+    States are required (a None is a TypeError, like any non-array) unless ``momentum`` is
+    given (SGD): then they may be None when momentum == 0 and are a ValueError when not.
+    """
+    optional = momentum == 0
+    if momentum is not None and not optional and any(v is None for v in values[2:]):
+        missing = next(name for name, v in zip(names[2:], values[2:], strict=True) if v is None)
+        raise ValueError(f"{kernel}: {missing}{'s' if listed else ''} is required when momentum != 0")
+    items = _items(kernel, names, values, listed, optional)
+    arrays = CallArrays(kernel)
+    for i, item in enumerate(items):
+        item_roles = roles(names, i if listed else None)
+        p_role, g_role = item_roles[:2]
+        p, g = item[:2]
+        arrays.add(p_role, p, True)
+        arrays.add(g_role, g, False)
+        if p.dtype not in OPTIMIZER_DTYPES or g.dtype != p.dtype:
+            raise TypeError(
+                f"{kernel}: {describe(p_role, p)} and {describe(g_role, g)} must share one dtype, float32 or float64"
+            )
+        _contiguous(kernel, p_role, p, True)
+        _contiguous(kernel, g_role, g, False)
+        _same_size(kernel, p_role, p, g_role, g)
+        for role, s in zip(item_roles[2:], item[2:], strict=True):
+            if s is None and optional:
+                continue
+            arrays.add(role, s, True)
+            if s.dtype != p.dtype:
+                raise TypeError(f"{kernel}: {describe(role, s)} must have the dtype of {describe(p_role, p)}")
+            _contiguous(kernel, role, s, True)
+            _same_size(kernel, p_role, p, role, s)
+    arrays.require_disjoint()
+    return items

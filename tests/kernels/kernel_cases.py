@@ -13,8 +13,10 @@ from contextlib import contextmanager
 import numpy as np
 from hypothesis import strategies as st
 
-from minitorch_accum.kernels import launch_plan, use_path
+import minitorch_accum.kernels as K
+from minitorch_accum.kernels import use_path
 from minitorch_accum.kernels.dtypes import ACCUMULATE_KINDS
+from minitorch_accum.kernels.launch import forced_shape
 
 CPU_PATHS = ("reference", "native", "emulated")
 
@@ -83,5 +85,12 @@ def assert_same_bits(actual: np.ndarray, expected: np.ndarray, what: str = "") -
 @contextmanager
 def on_path(path: str, grid: int | None = None, block: int | None = None) -> Iterator[None]:
     """Run kernels on a CPU path (optionally with a forced emulated launch shape)."""
-    with use_path(path), launch_plan.forced_shape(grid=grid, block=block):
+    with use_path(path), forced_shape(grid=grid, block=block):
         yield
+
+
+def reference_step(kernel: str, *arrays: np.ndarray | None, **settings: object) -> None:
+    """An optimizer step on the NumPy reference, called with the public face's keyword
+    arguments (the reference module itself takes the native module's scalars object)."""
+    with use_path("reference"):
+        getattr(K, kernel)(*arrays, **settings)

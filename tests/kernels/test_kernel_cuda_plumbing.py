@@ -2,7 +2,7 @@
 whose RawModule executes each launch on the CPU launch emulator. It checks
 what CuPy would receive (compiler options, argument kinds and order, structs
 passed by value as size-1 NumPy arrays, NULL pointers, device scratch arrays)
-and that results match the reference. The real CuPy run is test_kernel_cupy.py.
+and that results match the reference. The real CuPy run is tests/gpu/test_kernel_cupy.py.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 import minitorch_accum.kernels as K
-from minitorch_accum.kernels import cuda_module, reference
+from minitorch_accum.kernels import reference
 from minitorch_accum.kernels.dispatch import native
 from minitorch_accum.kernels.dtypes import BFLOAT16, FLOAT32, FLOAT64
-from tests.kernels.kernel_cases import array, assert_same_bits, copies
+from minitorch_accum.kernels.launch import cuda_module
+from tests.kernels.kernel_cases import array, assert_same_bits, copies, reference_step
 
 pytestmark = pytest.mark.skipif(not K.native_available(), reason="needs the native extension")
 
@@ -185,8 +186,10 @@ def test_cuda_path_optimizer_steps_pass_scalars_structs():
         assert [step[0] for step in launched] == ["mta_sgd_momentum_step_f64", "mta_multi_adamw_step_f64"]
         sgd_struct = launched[0][3][-1]
         assert sgd_struct.dtype.names[:2] == ("lr", "momentum") and sgd_struct["nesterov"][0] == 1
-    reference.sgd_momentum_step(p, g, m, lr=0.1, momentum=0.9, nesterov=True, grad_scale=0.5)
-    reference.multi_adamw_step([p], [g], [m], [v], lr=1e-3, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.1, step=3)
+    reference_step("sgd_momentum_step", p, g, m, lr=0.1, momentum=0.9, nesterov=True, grad_scale=0.5)
+    reference_step(
+        "multi_adamw_step", [p], [g], [m], [v], lr=1e-3, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.1, step=3
+    )
     for dev, host in zip((d[0], d[2], d[3]), (p, m, v), strict=True):
         assert_same_bits(dev.host, host)
 

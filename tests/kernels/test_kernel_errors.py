@@ -3,6 +3,8 @@ the message names the kernel, the arguments' shapes and dtypes."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -68,49 +70,21 @@ def test_list_errors_name_the_item(path):
             K.multi_l2_norm([np.zeros(3, np.int64)])
 
 
+def _adam(p, g, m, v, **changes):
+    settings = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, step=1) | changes
+    K.adamw_step(p, g, m, v, **settings)
+
+
 @pytest.mark.parametrize("path", CPU_PATHS)
 def test_optimizer_errors(path):
     p32 = np.zeros(4, np.float32)
     with on_path(path):
         with pytest.raises(TypeError, match=r"adamw_step: param \(shape \(4,\), float32\) and grad .* float64"):
-            K.adamw_step(
-                p32,
-                np.zeros(4),
-                p32.copy(),
-                p32.copy(),
-                lr=1e-3,
-                beta1=0.9,
-                beta2=0.999,
-                eps=1e-8,
-                weight_decay=0.0,
-                step=1,
-            )
+            _adam(p32, np.zeros(4), p32.copy(), p32.copy())
         with pytest.raises(ValueError, match=r"exp_avg_sq .* must have the same number of elements"):
-            K.adamw_step(
-                p32,
-                p32.copy(),
-                p32.copy(),
-                np.zeros(5, np.float32),
-                lr=1e-3,
-                beta1=0.9,
-                beta2=0.999,
-                eps=1e-8,
-                weight_decay=0.0,
-                step=1,
-            )
+            _adam(p32, p32.copy(), p32.copy(), np.zeros(5, np.float32))
         with pytest.raises(ValueError, match="step counts from 1"):
-            K.adamw_step(
-                p32,
-                p32.copy(),
-                p32.copy(),
-                p32.copy(),
-                lr=1e-3,
-                beta1=0.9,
-                beta2=0.999,
-                eps=1e-8,
-                weight_decay=0.0,
-                step=0,
-            )
+            _adam(p32, p32.copy(), p32.copy(), p32.copy(), step=0)
         with pytest.raises(ValueError, match="nesterov needs momentum"):
             K.sgd_momentum_step(p32, p32.copy(), p32.copy(), lr=0.1, momentum=0.0, nesterov=True)
 
@@ -172,3 +146,118 @@ def test_missing_extension_falls_back_to_reference_with_one_warning(monkeypatch)
     assert (acc == 4).all()
     with K.use_path("emulated"), pytest.raises(RuntimeError, match="needs the native extension"):
         K.add_scale(acc, np.ones(3, np.float32), 2.0)
+
+
+def _error_on_every_path(call) -> tuple[type[BaseException], str]:
+    """The exception ``call`` raises on each CPU path; asserts that type and message agree."""
+    seen = {}
+    for path in CPU_PATHS:
+        with on_path(path), pytest.raises(Exception) as info:
+            call()
+        seen[path] = (info.type, str(info.value))
+    assert len(set(seen.values())) == 1, seen
+    return seen["reference"]
+
+
+def test_big_endian_arrays_are_refused_alike_on_every_path():
+    # the native module once read their bytes as native floats: garbage, and l2_norm gave 0.0
+    swapped = np.full(3, 2.0, ">f4")
+    acc = np.zeros(3, np.float32)
+    cases = [
+        (lambda: K.add_scale(acc, swapped, 1.0), r"add_scale: g \(shape \(3,\), >f4\) must be in native byte order"),
+        (lambda: K.copy_scale(swapped, acc, 1.0), r"copy_scale: acc \(shape \(3,\), >f4\)"),
+        (lambda: K.l2_norm(swapped), r"l2_norm: x \(shape \(3,\), >f4\) must be in native byte order"),
+        (lambda: K.multi_l2_norm([acc, swapped]), r"multi_l2_norm: tensors\[1\] \(shape \(3,\), >f4\)"),
+        (lambda: K.add_scale(acc, acc.copy(), 1.0, flag=np.zeros(1, ">i4")), r"flag \(shape \(1,\), >i4\)"),
+        (lambda: _adam(swapped, swapped.copy(), swapped.copy(), swapped.copy()), r"adamw_step: param .* >f4"),
+    ]
+    for call, message in cases:
+        kind, text = _error_on_every_path(call)
+        assert kind is TypeError and re.search(message, text), text
+        assert "native byte order" in text
+
+
+def test_overlapping_arrays_are_refused_alike_on_every_path():
+    buf = np.zeros(12, np.float32)
+    acc, g = buf[1:10], buf[:9]  # g runs one element ahead of acc in the same memory
+    other = np.zeros(9, np.float32)
+    kind, text = _error_on_every_path(lambda: K.add_scale(acc, g, 1.0))
+    assert kind is ValueError
+    assert text == (
+        "add_scale: acc (shape (9,), float32) and g (shape (9,), float32) share memory; "
+        "an array the kernel writes must not overlap its other arrays"
+    )
+    cases = [
+        (lambda: K.add_scale(other, other, 1.0), r"add_scale: acc .* and g .* share memory"),
+        (lambda: K.add_scale_compensated(other, buf[3:12], buf[:9], 1.0), r"g .* and comp .* share memory"),
+        (lambda: K.multi_add_scale([other, other], [acc, g], 1.0), r"accs\[0\] .* and accs\[1\] .* share memory"),
+        (lambda: K.multi_add_scale([other, buf[:9]], [buf[3:12], g.copy()], 1.0), r"gs\[0\] .* and accs\[1\]"),
+        (lambda: K.copy_scale(buf[:4], other[:4], 1.0, flag=buf[2:3].view(np.int32)), r"acc .* and flag .*"),
+        (lambda: _adam(other, g.copy(), other[::-1].copy(), other), r"adamw_step: param .* and exp_avg_sq .*"),
+        (
+            lambda: K.multi_sgd_momentum_step([acc], [other], [g], lr=0.1, momentum=0.9),
+            r"multi_sgd_momentum_step: params\[0\] .* and momentum_bufs\[0\] .* share memory",
+        ),
+    ]
+    for call, message in cases:
+        kind, text = _error_on_every_path(call)
+        assert kind is ValueError and re.search(message, text), text
+
+
+def test_arrays_that_are_only_read_may_share_memory():
+    g = np.ones(5, np.float32)
+    for path in CPU_PATHS:
+        accs = [np.zeros(5, np.float32), np.zeros(5, np.float32)]
+        buf = np.zeros(10, np.float32)
+        with on_path(path):
+            K.multi_add_scale(accs, [g, g], 2.0)  # one gradient into two accumulators
+            K.add_scale(buf[:5], buf[5:], 1.0)  # neighbours in one buffer, no shared byte
+            K.add_scale_compensated(buf[:5], np.zeros(5, np.float32), buf[5:], 1.0)
+        assert (accs[0] == 2).all() and (accs[1] == 2).all()
+
+
+def test_none_arguments_raise_the_same_type_error_on_every_path():
+    acc, g = np.zeros(3, np.float32), np.ones(3, np.float32)
+    cases = [
+        (lambda: K.add_scale(None, g, 1.0), "add_scale: acc must be a NumPy or CuPy array, got NoneType"),
+        (lambda: K.add_scale(acc, None, 1.0), "add_scale: g must be a NumPy or CuPy array, got NoneType"),
+        (lambda: K.add_scale(acc, g, None), "add_scale: scale must be a real number, got NoneType"),
+        (
+            lambda: K.add_scale_compensated(acc, None, g, 1.0),
+            "add_scale_compensated: comp must be a NumPy or CuPy array, got NoneType",
+        ),
+        (lambda: K.multi_copy_scale([acc, None], [g, g], 1.0), "multi_copy_scale: accs[1] must be a NumPy"),
+        (lambda: K.multi_add_scale(None, [g], 1.0), "multi_add_scale: accs must be a list or tuple of arrays"),
+        (lambda: K.l2_norm(None), "l2_norm: x must be a NumPy or CuPy array, got NoneType"),
+        (lambda: K.multi_l2_norm([g, None]), "multi_l2_norm: tensors[1] must be a NumPy or CuPy array"),
+        (lambda: _adam(acc, g, None, acc.copy()), "adamw_step: exp_avg must be a NumPy or CuPy array, got NoneType"),
+        (lambda: _adam(acc, g, acc.copy(), g.copy(), lr=None), "adamw_step: lr must be a real number, got NoneType"),
+        (
+            lambda: K.multi_adamw_step(
+                [acc], [g], [None], [acc.copy()], lr=1e-3, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, step=1
+            ),
+            "multi_adamw_step: exp_avgs[0] must be a NumPy or CuPy array, got NoneType",
+        ),
+    ]
+    for call, message in cases:
+        kind, text = _error_on_every_path(call)
+        assert kind is TypeError and text.startswith(message), text
+
+
+def test_adam_refuses_betas_outside_0_1_and_a_non_integer_step():
+    p, g, m, v = (np.zeros(4, np.float32) for _ in range(4))
+    for changes, kind, message in [
+        ({"beta1": 1.0}, ValueError, "adamw_step: beta1 must be in [0, 1), got 1.0"),  # bias correction 1 - 1^t = 0
+        ({"beta1": -0.1}, ValueError, "adamw_step: beta1 must be in [0, 1), got -0.1"),
+        ({"beta2": 1.5}, ValueError, "adamw_step: beta2 must be in [0, 1), got 1.5"),
+        ({"beta2": float("nan")}, ValueError, "adamw_step: beta2 must be in [0, 1), got nan"),
+        ({"step": 1.5}, TypeError, "adamw_step: step must be an integer (the step count, from 1), got 1.5"),
+        ({"step": 2.0}, TypeError, "adamw_step: step must be an integer"),
+        ({"step": True}, TypeError, "adamw_step: step must be an integer"),
+        ({"step": "3"}, TypeError, "adamw_step: step must be an integer"),
+    ]:
+        raised, text = _error_on_every_path(lambda changes=changes: _adam(p, g, m, v, **changes))
+        assert raised is kind and text.startswith(message), text
+    with pytest.raises(ValueError, match=r"multi_adamw_step: beta1 must be in \[0, 1\)"):
+        K.multi_adamw_step([p], [g], [m], [v], lr=1e-3, beta1=1, beta2=0.9, eps=1e-8, weight_decay=0, step=1)
+    _adam(p, g, m, v, step=np.int64(7), beta1=0.0)  # NumPy integers count; beta 0 is allowed

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import minitorch_accum.kernels as K
-from minitorch_accum.kernels import launch_plan
 from minitorch_accum.kernels.dtypes import ACCUMULATE_KINDS, BFLOAT16, FLOAT16, FLOAT32
+from minitorch_accum.kernels.launch import plan as launch_plan
 from tests.kernels.kernel_cases import CPU_PATHS, array, assert_same_bits, copies, on_path, seeds
 
 PAIRS = sorted(ACCUMULATE_KINDS, key=str)

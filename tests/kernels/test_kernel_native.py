@@ -1,8 +1,11 @@
-"""The native CPU module as a neighbour: safe after fork, across Python threads."""
+"""The native CPU module as a neighbour: safe after fork, across Python threads; and the
+NumPy reference's twin, signature for signature."""
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import sys
 import threading
 import time
@@ -12,6 +15,9 @@ import numpy as np
 import pytest
 
 import minitorch_accum.kernels as K
+from minitorch_accum.kernels import reference
+from minitorch_accum.kernels.dispatch import native
+from minitorch_accum.kernels.hyperparameters import adam_scalars
 from tests.kernels.kernel_cases import on_path
 
 pytestmark = pytest.mark.skipif(not K.native_available(), reason="needs the native extension")
@@ -87,3 +93,32 @@ def test_small_calls_stay_cheap():
     assert acc[0] == 2000.0
     assert per_call < 50e-6, per_call
     assert sys.getrefcount(g) < 10  # no reference leaked per call
+
+
+def _native_parameters(function) -> list[tuple[str, bool]]:
+    """(name, has a default) of each parameter, from pybind11's signature line."""
+    first = function.__doc__.splitlines()[0]
+    inside = first[first.index("(") + 1 : first.rindex(") ->")]
+    return [(part.split(":")[0].strip(), "=" in part) for part in re.split(r",\s*(?=\w+:)", inside)]
+
+
+def test_reference_and_native_module_share_every_signature():
+    # one host branch calls either module with the same arguments
+    for name in K.KERNELS:
+        expected = [
+            (p.name, p.default is not inspect.Parameter.empty)
+            for p in inspect.signature(getattr(reference, name)).parameters.values()
+        ]
+        assert _native_parameters(getattr(native(), name)) == expected, name
+
+
+def test_native_steps_read_the_scalars_object_by_field():
+    p, g, m, v = (np.ones(4, np.float32) for _ in range(4))
+    h = adam_scalars("adamw_step", 0.1, 0.9, 0.99, 1e-8, 0.0, 1, 1.0, True)
+    native().adamw_step(p, g, m, v, h)
+    reference.adamw_step(p2 := np.ones(4, np.float32), g, np.ones(4, np.float32), np.ones(4, np.float32), h)
+    assert (p == p2).all()
+    with pytest.raises(TypeError, match=r"adamw_step: scalars\.decay is missing or not a number \(got dict"):
+        native().adamw_step(p, g, m, v, {"decay": 1.0})
+    with pytest.raises(TypeError, match=r"sgd_momentum_step: scalars\.lr is missing"):
+        native().sgd_momentum_step(p, g, m, h)  # Adam's scalars for an SGD step

@@ -9,9 +9,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import minitorch_accum.kernels as K
-from minitorch_accum.kernels import reference
 from minitorch_accum.kernels.dtypes import FLOAT32, FLOAT64
-from tests.kernels.kernel_cases import CPU_PATHS, array, assert_same_bits, copies, offsets, on_path, seeds, sizes
+from tests.kernels.kernel_cases import (
+    CPU_PATHS,
+    array,
+    assert_same_bits,
+    copies,
+    offsets,
+    on_path,
+    reference_step,
+    seeds,
+    sizes,
+)
 
 dtypes = st.sampled_from([FLOAT32, FLOAT64])
 sgd_settings = st.fixed_dictionaries(
@@ -52,7 +61,7 @@ def _state(rng, n, dtype, offset):
 def test_sgd_momentum_step_matches_reference(path, n, offset, seed, dtype, settings):
     p, g, buf, _ = _state(np.random.default_rng(seed), n, dtype, offset)
     p_ref, buf_ref = copies(p, buf, offset=offset)
-    reference.sgd_momentum_step(p_ref, g, buf_ref, **settings)
+    reference_step("sgd_momentum_step", p_ref, g, buf_ref, **settings)
     with on_path(path):
         K.sgd_momentum_step(p, g, buf, **settings)
     assert_same_bits(p, p_ref, f"param {settings}")
@@ -64,7 +73,7 @@ def test_sgd_momentum_step_matches_reference(path, n, offset, seed, dtype, setti
 def test_adamw_step_matches_reference(path, n, offset, seed, dtype, settings):
     p, g, m, v = _state(np.random.default_rng(seed), n, dtype, offset)
     p_ref, m_ref, v_ref = copies(p, m, v, offset=offset)
-    reference.adamw_step(p_ref, g, m_ref, v_ref, **settings)
+    reference_step("adamw_step", p_ref, g, m_ref, v_ref, **settings)
     with on_path(path):
         K.adamw_step(p, g, m, v, **settings)
     assert_same_bits(p, p_ref, f"param {settings}")
@@ -80,8 +89,8 @@ def test_multi_steps_equal_per_tensor_steps_across_dtypes(path, seed, sgd, adam)
     states = [_state(rng, n, [FLOAT32, FLOAT64][i % 2], i % 3) for i, n in enumerate(sizes_)]
     expected = [copies(*s) for s in states]
     for p, g, m, v in expected:
-        reference.sgd_momentum_step(p, g, m, **sgd)
-        reference.adamw_step(p, g, m, v, **adam)
+        reference_step("sgd_momentum_step", p, g, m, **sgd)
+        reference_step("adamw_step", p, g, m, v, **adam)
     params, grads, ms, vs = (list(c) for c in zip(*states, strict=True))
     with on_path(path):
         K.multi_sgd_momentum_step(params, grads, ms, **sgd)
@@ -125,8 +134,16 @@ def test_reference_sgd_follows_pytorch(nesterov):
         g = rng.standard_normal(50)
         tp.grad = torch.tensor(g.copy())
         opt.step()
-        reference.sgd_momentum_step(
-            p, g, buf, lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=nesterov, first_step=step == 0
+        reference_step(
+            "sgd_momentum_step",
+            p,
+            g,
+            buf,
+            lr=0.1,
+            momentum=0.9,
+            weight_decay=0.01,
+            nesterov=nesterov,
+            first_step=step == 0,
         )
     np.testing.assert_allclose(p, tp.detach().numpy(), rtol=1e-12, atol=1e-14)
 
@@ -145,7 +162,18 @@ def test_reference_adamw_follows_pytorch(decoupled):
         g = rng.standard_normal(50)
         tp.grad = torch.tensor(g.copy())
         opt.step()
-        reference.adamw_step(
-            p, g, m, v, lr=1e-2, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.05, step=step, decoupled=decoupled
+        reference_step(
+            "adamw_step",
+            p,
+            g,
+            m,
+            v,
+            lr=1e-2,
+            beta1=0.9,
+            beta2=0.99,
+            eps=1e-8,
+            weight_decay=0.05,
+            step=step,
+            decoupled=decoupled,
         )
     np.testing.assert_allclose(p, tp.detach().numpy(), rtol=1e-10, atol=1e-12)

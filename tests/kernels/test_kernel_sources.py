@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import re
 import shutil
+from dataclasses import fields
 
 import numpy as np
 import pytest
 
-from minitorch_accum.kernels import catalog, emulator, launch_plan, modes, nvrtc
-from minitorch_accum.kernels.command import main
+from minitorch_accum.kernels import catalog, modes
 from minitorch_accum.kernels.dispatch import native
 from minitorch_accum.kernels.dtypes import ACCUMULATE_KINDS, FLOAT32, FLOAT64, NORM_DTYPES, SHORT_NAMES
-from minitorch_accum.kernels.resource_usage import parse_resource_usage, resource_usage
+from minitorch_accum.kernels.hyperparameters import AdamScalars, SgdScalars
+from minitorch_accum.kernels.launch import emulator
+from minitorch_accum.kernels.launch import plan as launch_plan
 from minitorch_accum.kernels.sources import csrc_dir, cuda_sources, source_text
+from minitorch_accum.kernels.tools import nvrtc
+from minitorch_accum.kernels.tools.command import main
+from minitorch_accum.kernels.tools.resource_usage import parse_resource_usage, resource_usage
 
 
 @pytest.fixture(scope="module")
@@ -107,13 +112,17 @@ def test_native_structs_and_constants_match_the_python_mirrors():
         assert c_table["max_tensors"] == launch_plan.TABLE_CAPACITY[depth]
         for field in ("addresses", "sizes", "kinds", "block_to_tensor", "block_to_chunk"):
             assert c_table[field] == dtype.fields[field][1], (depth, field)
-    for name, make in (("sgd", launch_plan.sgd_dtype), ("adam", launch_plan.adam_dtype)):
+    for name, make, scalars in (
+        ("sgd", launch_plan.sgd_dtype, SgdScalars),
+        ("adam", launch_plan.adam_dtype, AdamScalars),
+    ):
         for short, dtype in (("f32", np.dtype(np.float32)), ("f64", np.dtype(np.float64))):
             c_struct, py = layout[f"{name}_{short}"], make(dtype)
-            assert c_struct["itemsize"] == py.itemsize
+            assert c_struct.pop("itemsize") == py.itemsize
+            # every field of the C struct, in order: the dataclass, its NumPy twin, the same offsets
+            assert list(c_struct) == [f.name for f in fields(scalars)] == list(py.names)
             for field, offset in c_struct.items():
-                if field != "itemsize":
-                    assert py.fields[field][1] == offset, (name, short, field)
+                assert py.fields[field][1] == offset, (name, short, field)
     assert layout["kinds"] == {f"{SHORT_NAMES[a]}_{SHORT_NAMES[g]}": k for (a, g), k in ACCUMULATE_KINDS.items()}
     assert layout["dtypes"] == {SHORT_NAMES[d]: code for d, code in NORM_DTYPES.items()}
 
@@ -130,6 +139,44 @@ def test_command_compiles_everything(capsys, compiled):
     assert main(["compile", "--arch", "sm_90"]) == 0
     out = capsys.readouterr().out
     assert out.count("OK ") == len(cuda_sources()) and "FAIL" not in out
+
+
+def test_command_refuses_an_architecture_that_is_not_one(capsys):
+    # it once printed FAIL for every source and exited 0
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compile", "--arch", "banana"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --arch: 'banana' is not a GPU architecture: give sm_XX (a cubin) or compute_XX (PTX)" in err
+
+
+def test_command_refuses_an_architecture_nvrtc_cannot_compile_for(capsys, compiled):
+    assert main(["compile", "--arch", "sm_20"]) == 2
+    captured = capsys.readouterr()
+    assert "cannot compile for sm_20; it supports sm_" in captured.err and "FAIL" not in captured.out
+    assert main(["compile", "--arch", "compute_90"]) == 0  # PTX for a supported capability
+
+
+def test_command_exits_1_when_a_source_fails_to_compile(capsys, monkeypatch, compiled):
+    failing = nvrtc.CompileResult("broken.cu", "sm_90", False, "broken.cu(3): error", (), 0, 0.0)
+    monkeypatch.setattr(nvrtc, "compile_all", lambda arch: [compiled[0], failing])
+    assert main(["compile"]) == 1
+    captured = capsys.readouterr()
+    assert "FAIL broken.cu" in captured.out and "1 of 2 CUDA sources failed to compile for sm_90" in captured.err
+
+
+def test_command_help_shows_defaults_and_a_line_per_option(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compile", "--help"])
+    assert exit_info.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    options = [line.strip() for line in lines[lines.index("options:") + 1 :]]
+    assert options == [
+        "-h, --help        show this help message and exit",
+        "--arch ARCH       sm_XX (a cubin) or compute_XX (PTX) (default: sm_90)",
+        "--resource-usage  print registers and shared memory too (needs nvcc)",
+    ]
 
 
 RESOURCE_REPORT = """\
@@ -154,5 +201,6 @@ def test_resource_usage_report_is_parsed():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (a CUDA toolkit)")
 def test_nvcc_reports_registers_and_shared_memory():
     records = {r.kernel: r for r in resource_usage(csrc_dir() / "l2_norm.cu")}
-    assert records["mta_multi_l2_norm_partials"].shared_bytes == 512 * 8
+    # the block reduction keeps a sum and a max per thread: two fp64 arrays of MTA_MT_BLOCK
+    assert records["mta_multi_l2_norm_partials"].shared_bytes == 2 * 512 * 8
     assert all(r.registers > 0 and r.spill_stores == 0 for r in records.values())

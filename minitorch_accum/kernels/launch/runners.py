@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.kernels import cuda_module, emulator
-from minitorch_accum.kernels.launch_plan import Launch
+from minitorch_accum.kernels.launch import cuda_module, emulator
+from minitorch_accum.kernels.launch.plan import Launch
 
 __all__ = ["Runner", "runner_for"]
 

@@ -4,7 +4,10 @@ Everything about *how* a CUDA kernel is launched lives here: kernel names,
 argument lists with their exact C types, grid and block sizes, the
 multi-tensor chunk tables (and launching again when a table fills), the
 structs passed by value. Both runners (cuda_module.py, emulator.py) execute
-the same plans, so the emulator tests exercise this code too.
+the same plans, so the emulator tests exercise this code too. A launch whose
+chunk table holds addresses also holds the arrays behind them (``Launch.holds``),
+so they outlive it even when the caller's lists are emptied meanwhile by
+another thread (the emulator runs with the GIL released).
 
 Chunk table layout (``MtaTensorTable<DEPTH>`` in csrc/multi_tensor.cuh, passed
 by value within the 4 KiB every GPU accepts as kernel parameters):
@@ -22,8 +25,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -94,48 +97,55 @@ class Launch:
 
     Pointer arguments are arrays of the runner's kind (or None for NULL);
     scalars are NumPy scalars of the exact C type; structs are ByValue.
+    ``holds``: the arrays whose addresses a chunk table carries, kept alive
+    as long as the launch is.
     """
 
     kernel: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     args: tuple[Any, ...]
+    holds: tuple[Any, ...] = ()
 
 
-_forced_grid: int | None = None
-_forced_block: int | None = None
-_limit_tensors: int | None = None
-_limit_blocks: int | None = None
+@dataclass(frozen=True)
+class _TestSettings:
+    """What tests may force on the planner: launch shapes, and smaller chunk tables."""
+
+    grid: int | None = None
+    block: int | None = None
+    max_tensors: int | None = None
+    max_blocks: int | None = None
+
+
+_settings = _TestSettings()
 
 
 @contextmanager
-def forced_shape(grid: int | None = None, block: int | None = None) -> Iterator[None]:
+def _changed(**changes: int | None) -> Iterator[None]:
+    global _settings
+    saved = _settings
+    _settings = replace(_settings, **changes)
+    try:
+        yield
+    finally:
+        _settings = saved
+
+
+def forced_shape(grid: int | None = None, block: int | None = None) -> AbstractContextManager[None]:
     """Launch with this grid and/or block (x only) inside the block, for tests.
 
     Grid-stride kernels take both; multi-tensor kernels take the block only
     (their grid is the number of chunks in the table).
     """
-    global _forced_grid, _forced_block
-    saved = (_forced_grid, _forced_block)
-    _forced_grid, _forced_block = grid, block
-    try:
-        yield
-    finally:
-        _forced_grid, _forced_block = saved
+    return _changed(grid=grid, block=block)
 
 
-@contextmanager
-def table_limits(max_tensors: int | None = None, max_blocks: int | None = None) -> Iterator[None]:
+def table_limits(max_tensors: int | None = None, max_blocks: int | None = None) -> AbstractContextManager[None]:
     """Fill chunk tables sooner than their capacity, so tests reach relaunches cheaply."""
-    global _limit_tensors, _limit_blocks
     if (max_tensors is not None and max_tensors < 1) or (max_blocks is not None and max_blocks < 1):
         raise ValueError("table limits must be positive")
-    saved = (_limit_tensors, _limit_blocks)
-    _limit_tensors, _limit_blocks = max_tensors, max_blocks
-    try:
-        yield
-    finally:
-        _limit_tensors, _limit_blocks = saved
+    return _changed(max_tensors=max_tensors, max_blocks=max_blocks)
 
 
 @functools.cache
@@ -154,22 +164,21 @@ def table_dtype(depth: int) -> np.dtype:
     )
 
 
-def _scalar_struct_dtype(names: Sequence[str], int_names: Sequence[str], dtype: np.dtype) -> np.dtype:
-    return np.dtype([(n, dtype) for n in names] + [(n, np.int32) for n in int_names], align=True)
+def _scalar_struct_dtype(scalars: type, dtype: np.dtype) -> np.dtype:
+    # a float field is a T in the C struct, a bool field an int (accum_math.cuh)
+    return np.dtype([(f.name, np.int32 if f.type in (bool, "bool") else dtype) for f in fields(scalars)], align=True)
 
 
 @functools.cache
 def sgd_dtype(dtype: np.dtype) -> np.dtype:
     """The NumPy twin of MtaSgdScalars<T>."""
-    names = [f.name for f in fields(SgdScalars)]
-    return _scalar_struct_dtype(names[:5], names[5:], np.dtype(dtype))
+    return _scalar_struct_dtype(SgdScalars, np.dtype(dtype))
 
 
 @functools.cache
 def adam_dtype(dtype: np.dtype) -> np.dtype:
     """The NumPy twin of MtaAdamScalars<T>."""
-    names = [f.name for f in fields(AdamScalars)]
-    return _scalar_struct_dtype(names[:10], names[10:], np.dtype(dtype))
+    return _scalar_struct_dtype(AdamScalars, np.dtype(dtype))
 
 
 def _struct(dtype: np.dtype, values: Any) -> ByValue:
@@ -183,15 +192,15 @@ def _struct(dtype: np.dtype, values: Any) -> ByValue:
 
 def grid_stride_shape(n: int, sm_count: int) -> tuple[int, int]:
     """(grid, block) of a grid-stride kernel over n elements: enough blocks to fill the GPU."""
-    block = _forced_block or GRID_STRIDE_BLOCK
-    if _forced_grid is not None:
-        return _forced_grid, block
+    block = _settings.block or GRID_STRIDE_BLOCK
+    if _settings.grid is not None:
+        return _settings.grid, block
     wanted = -(-n // (block * _ELEMENTS_PER_THREAD))
     return max(1, min(wanted, sm_count * _BLOCKS_PER_SM)), block
 
 
 def _multi_tensor_block() -> int:
-    return _forced_block or MULTI_TENSOR_BLOCK
+    return _settings.block or MULTI_TENSOR_BLOCK
 
 
 TableEntry = tuple[Sequence[int], int, int]  # (addresses per row, size, kind)
@@ -204,8 +213,8 @@ def build_tables(depth: int, entries: Sequence[TableEntry]) -> list[tuple[np.nda
     tables (they depend only on addresses, sizes and kinds, and are never
     written after they are built).
     """
-    max_tensors = min(TABLE_CAPACITY[depth], _limit_tensors or TABLE_CAPACITY[depth])
-    max_blocks = min(MAX_BLOCKS, _limit_blocks or MAX_BLOCKS)
+    max_tensors = min(TABLE_CAPACITY[depth], _settings.max_tensors or TABLE_CAPACITY[depth])
+    max_blocks = min(MAX_BLOCKS, _settings.max_blocks or MAX_BLOCKS)
     key = tuple((tuple(int(a) for a in addresses), int(size), int(kind)) for addresses, size, kind in entries)
     return list(_build_tables(depth, key, max_tensors, max_blocks))
 
@@ -256,10 +265,12 @@ def _build_tables(
     return tuple(tables)
 
 
-def _table_launches(kernel: str, depth: int, entries: Sequence[TableEntry], tail: tuple[Any, ...]) -> list[Launch]:
+def _table_launches(
+    kernel: str, depth: int, entries: Sequence[TableEntry], tail: tuple[Any, ...], holds: tuple[Any, ...]
+) -> list[Launch]:
     block = _multi_tensor_block()
     return [
-        Launch(kernel, (blocks, 1, 1), (block, 1, 1), (ByValue(table), *tail))
+        Launch(kernel, (blocks, 1, 1), (block, 1, 1), (ByValue(table), *tail), holds)
         for table, blocks in build_tables(depth, entries)
     ]
 
@@ -277,49 +288,43 @@ def accumulate_kernel_name(mode: int, acc_dtype: np.dtype, g_dtype: np.dtype) ->
     return f"mta_{stem}_{SHORT_NAMES[acc_dtype]}_{SHORT_NAMES[g_dtype]}"
 
 
-def plan_accumulate(mode: int, acc: Any, comp: Any, g: Any, scale: float, flag: Any, sm_count: int) -> list[Launch]:
-    n = int(acc.size)
+def _grid_stride_launch(name: str, arrays: tuple[Any, ...], tail: tuple[Any, ...], sm_count: int) -> list[Launch]:
+    """One grid-stride launch over arrays[0].size elements: (*arrays, n, *tail); none when empty."""
+    n = int(arrays[0].size)
     if n == 0:
         return []
     grid, block = grid_stride_shape(n, sm_count)
-    s = acc.dtype.type(scale)
-    if modes.is_compensated(mode):
-        args: tuple[Any, ...] = (acc, comp, g, np.uint64(n), s, flag)
-    else:
-        args = (acc, g, np.uint64(n), s, flag)
+    return [Launch(name, (grid, 1, 1), (block, 1, 1), (*arrays, np.uint64(n), *tail))]
+
+
+def plan_accumulate(mode: int, acc: Any, comp: Any, g: Any, scale: float, flag: Any, sm_count: int) -> list[Launch]:
+    arrays = (acc, comp, g) if modes.is_compensated(mode) else (acc, g)
     name = accumulate_kernel_name(mode, acc.dtype, g.dtype)
-    return [Launch(name, (grid, 1, 1), (block, 1, 1), args)]
+    return _grid_stride_launch(name, arrays, (acc.dtype.type(scale), flag), sm_count)
 
 
 def plan_multi_accumulate(
-    mode: int,
-    accs: Sequence[Any],
-    comps: Sequence[Any] | None,
-    gs: Sequence[Any],
-    scale: float,
-    flag: Any,
-    address_of: AddressOf,
+    mode: int, items: Sequence[tuple[Any, Any, Any]], scale: float, flag: Any, address_of: AddressOf
 ) -> list[Launch]:
+    """Chunk-table launches over (acc, comp, g) items (comp None unless compensated)."""
     compensated = modes.is_compensated(mode)
     entries: list[TableEntry] = []
-    for i, (acc, g) in enumerate(zip(accs, gs, strict=True)):
-        rows = [address_of(acc)]
-        if compensated:
-            assert comps is not None
-            rows.append(address_of(comps[i]))
-        rows.append(address_of(g))
+    for acc, comp, g in items:
+        rows = [address_of(acc), address_of(comp), address_of(g)] if compensated else [address_of(acc), address_of(g)]
         entries.append((rows, int(acc.size), ACCUMULATE_KINDS[(acc.dtype, g.dtype)]))
     tail = (np.float32(scale), np.float64(scale), flag)
-    return _table_launches(f"mta_multi_{modes.KERNEL_NAMES[mode]}", 3 if compensated else 2, entries, tail)
+    name = f"mta_multi_{modes.KERNEL_NAMES[mode]}"
+    return _table_launches(name, 3 if compensated else 2, entries, tail, tuple(items))
 
 
 # ------------------------------------------------------------------ L2 norm
 
 
 def plan_l2_norm(
-    tensors: Sequence[Any], address_of: AddressOf, empty_f64: Callable[[int], Any]
+    tensors: Sequence[Any], scale: float, address_of: AddressOf, empty_f64: Callable[[int], Any]
 ) -> tuple[list[Launch], Any]:
-    """Launches of both passes and the device array of shape (1,) that receives the sum of squares.
+    """Launches of both passes and the device array of shape (2,) that receives the sum of
+    (scale * x)^2 and the max |scale * x| over every element.
 
     Returns ([], None) when there is nothing to sum.
     """
@@ -328,17 +333,16 @@ def plan_l2_norm(
     total = sum(blocks for _, blocks in tables)
     if total == 0:
         return [], None
-    partials = empty_f64(total)
-    out = empty_f64(1)
+    sums, maxima, out = empty_f64(total), empty_f64(total), empty_f64(2)
     block = _multi_tensor_block()
+    holds = tuple(tensors)
     launches = []
     offset = 0
     for table, blocks in tables:
-        launches.append(
-            Launch("mta_multi_l2_norm_partials", (blocks, 1, 1), (block, 1, 1), (ByValue(table), partials[offset:]))
-        )
+        args = (ByValue(table), np.float64(scale), sums[offset:], maxima[offset:])
+        launches.append(Launch("mta_multi_l2_norm_partials", (blocks, 1, 1), (block, 1, 1), args, holds))
         offset += blocks
-    launches.append(Launch("mta_l2_norm_finalize", (1, 1, 1), (block, 1, 1), (partials, np.uint64(total), out)))
+    launches.append(Launch("mta_l2_norm_finalize", (1, 1, 1), (block, 1, 1), (sums, maxima, np.uint64(total), out)))
     return launches, out
 
 
@@ -346,59 +350,42 @@ def plan_l2_norm(
 
 
 def plan_sgd(param: Any, grad: Any, buf: Any, h: SgdScalars, sm_count: int) -> list[Launch]:
-    n = int(param.size)
-    if n == 0:
-        return []
-    grid, block = grid_stride_shape(n, sm_count)
     name = f"mta_sgd_momentum_step_{SHORT_NAMES[param.dtype]}"
-    args = (param, grad, buf if h.momentum != 0 else None, np.uint64(n), _struct(sgd_dtype(param.dtype), h))
-    return [Launch(name, (grid, 1, 1), (block, 1, 1), args)]
+    arrays = (param, grad, buf if h.momentum != 0 else None)
+    return _grid_stride_launch(name, arrays, (_struct(sgd_dtype(param.dtype), h),), sm_count)
 
 
 def plan_adam(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, h: AdamScalars, sm_count: int) -> list[Launch]:
-    n = int(param.size)
-    if n == 0:
-        return []
-    grid, block = grid_stride_shape(n, sm_count)
     name = f"mta_adamw_step_{SHORT_NAMES[param.dtype]}"
-    args = (param, grad, exp_avg, exp_avg_sq, np.uint64(n), _struct(adam_dtype(param.dtype), h))
-    return [Launch(name, (grid, 1, 1), (block, 1, 1), args)]
+    return _grid_stride_launch(
+        name, (param, grad, exp_avg, exp_avg_sq), (_struct(adam_dtype(param.dtype), h),), sm_count
+    )
 
 
-def plan_multi_sgd(
-    params: Sequence[Any], grads: Sequence[Any], bufs: Sequence[Any] | None, h: SgdScalars, address_of: AddressOf
+def _plan_multi_step(
+    stem: str, depth: int, items: Sequence[Sequence[Any]], struct: Callable[[np.dtype], ByValue], address_of: AddressOf
 ) -> list[Launch]:
-    """One kernel per parameter dtype present (the scalars struct is typed)."""
-    launches: list[Launch] = []
-    for dtype in (FLOAT32, FLOAT64):
-        entries: list[TableEntry] = []
-        for i, (p, g) in enumerate(zip(params, grads, strict=True)):
-            if p.dtype != dtype:
-                continue
-            b = bufs[i] if bufs is not None and h.momentum != 0 else None
-            entries.append(((address_of(p), address_of(g), _address(address_of, b)), int(p.size), NORM_DTYPES[dtype]))
-        if entries:
-            name = f"mta_multi_sgd_momentum_step_{SHORT_NAMES[dtype]}"
-            launches += _table_launches(name, 3, entries, (_struct(sgd_dtype(dtype), h),))
-    return launches
-
-
-def plan_multi_adam(
-    params: Sequence[Any],
-    grads: Sequence[Any],
-    exp_avgs: Sequence[Any],
-    exp_avg_sqs: Sequence[Any],
-    h: AdamScalars,
-    address_of: AddressOf,
-) -> list[Launch]:
+    """One kernel per parameter dtype present (the scalars struct is typed); a None array is NULL."""
     launches: list[Launch] = []
     for dtype in (FLOAT32, FLOAT64):
         entries: list[TableEntry] = [
-            ((address_of(p), address_of(g), address_of(m), address_of(v)), int(p.size), NORM_DTYPES[dtype])
-            for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs, strict=True)
-            if p.dtype == dtype
+            (tuple(_address(address_of, x) for x in item), int(item[0].size), NORM_DTYPES[dtype])
+            for item in items
+            if item[0].dtype == dtype
         ]
         if entries:
-            name = f"mta_multi_adamw_step_{SHORT_NAMES[dtype]}"
-            launches += _table_launches(name, 4, entries, (_struct(adam_dtype(dtype), h),))
+            name = f"mta_multi_{stem}_{SHORT_NAMES[dtype]}"
+            launches += _table_launches(name, depth, entries, (struct(dtype),), tuple(items))
     return launches
+
+
+def plan_multi_sgd(items: Sequence[Sequence[Any]], h: SgdScalars, address_of: AddressOf) -> list[Launch]:
+    """Chunk-table launches over (param, grad, momentum_buf) items; buf unused (NULL) without momentum."""
+    if h.momentum == 0:
+        items = [(p, g, None) for p, g, _ in items]
+    return _plan_multi_step("sgd_momentum_step", 3, items, lambda d: _struct(sgd_dtype(d), h), address_of)
+
+
+def plan_multi_adam(items: Sequence[Sequence[Any]], h: AdamScalars, address_of: AddressOf) -> list[Launch]:
+    """Chunk-table launches over (param, grad, exp_avg, exp_avg_sq) items."""
+    return _plan_multi_step("adamw_step", 4, items, lambda d: _struct(adam_dtype(d), h), address_of)

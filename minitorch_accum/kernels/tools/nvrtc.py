@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from minitorch_accum.kernels.cuda_module import NVRTC_OPTIONS
+from minitorch_accum.kernels.launch.cuda_module import NVRTC_OPTIONS
 from minitorch_accum.kernels.sources import cuda_sources, source_text
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "compile_source",
     "find_nvrtc",
     "nvrtc_version",
+    "supported_archs",
 ]
 
 DEFAULT_ARCH = "sm_90"
@@ -103,6 +104,8 @@ def _library() -> ctypes.CDLL:
     lib.nvrtcGetErrorString.restype = ctypes.c_char_p
     lib.nvrtcGetErrorString.argtypes = [ctypes.c_int]
     lib.nvrtcVersion.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]
+    lib.nvrtcGetNumSupportedArchs.argtypes = [ctypes.POINTER(ctypes.c_int)]
+    lib.nvrtcGetSupportedArchs.argtypes = [ctypes.POINTER(ctypes.c_int)]
     lib.nvrtcCreateProgram.argtypes = [
         ctypes.POINTER(handle),
         ctypes.c_char_p,
@@ -123,6 +126,16 @@ def nvrtc_version() -> tuple[int, int]:
     major, minor = ctypes.c_int(), ctypes.c_int()
     _check(_library().nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
     return major.value, minor.value
+
+
+def supported_archs() -> tuple[int, ...]:
+    """The compute capabilities this NVRTC compiles for (90 for sm_90 / compute_90)."""
+    lib = _library()
+    count = ctypes.c_int()
+    _check(lib.nvrtcGetNumSupportedArchs(ctypes.byref(count)), "nvrtcGetNumSupportedArchs")
+    archs = (ctypes.c_int * count.value)()
+    _check(lib.nvrtcGetSupportedArchs(archs), "nvrtcGetSupportedArchs")
+    return tuple(archs)
 
 
 def _check(result: int, call: str) -> None:

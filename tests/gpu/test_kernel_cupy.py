@@ -15,14 +15,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import minitorch_accum.kernels as K
-from minitorch_accum.kernels import launch_plan, reference
+from minitorch_accum.kernels import reference
 from minitorch_accum.kernels.dtypes import ACCUMULATE_KINDS, BFLOAT16, FLOAT16, FLOAT32, FLOAT64, NORM_DTYPES
+from minitorch_accum.kernels.launch import plan as launch_plan
 from tests.kernels.kernel_cases import (
     array,
     assert_same_bits,
     copies,
     offsets,
     pairs,
+    reference_step,
     scales,
     seeds,
     sizes,
@@ -168,8 +170,8 @@ def test_cupy_optimizer_steps_match_reference(
     adam = dict(
         lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, step=step, grad_scale=1 / 3, decoupled=decoupled
     )
-    reference.sgd_momentum_step(p, g, m, **sgd)
-    reference.adamw_step(p, g, m, v, **adam)
+    reference_step("sgd_momentum_step", p, g, m, **sgd)
+    reference_step("adamw_step", p, g, m, v, **adam)
     K.sgd_momentum_step(d[0], d[1], d[2], **sgd)
     K.adamw_step(*d, **adam)
     for host, dev in zip((p, m, v), (d[0], d[2], d[3]), strict=True):
@@ -178,7 +180,7 @@ def test_cupy_optimizer_steps_match_reference(
     p2, m2, v2 = copies(p, m, v)
     d2 = [_device(cp, x) for x in (p2, g, m2, v2)]
     other = [_device(cp, array(rng, 5, FLOAT64 if dtype == FLOAT32 else FLOAT32)) for _ in range(4)]
-    reference.multi_adamw_step([p2], [g], [m2], [v2], **adam)
+    reference_step("multi_adamw_step", [p2], [g], [m2], [v2], **adam)
     K.multi_adamw_step([d2[0], other[0]], [d2[1], other[1]], [d2[2], other[2]], [d2[3], cp.abs(other[3])], **adam)
     assert_same_bits(d2[0].get(), p2)
 

@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from minitorch_accum.kernels.cuda_module import NVRTC_OPTIONS
+from minitorch_accum.kernels.launch.cuda_module import NVRTC_OPTIONS
 
 __all__ = ["KernelResources", "find_nvcc", "parse_resource_usage", "resource_usage"]
 

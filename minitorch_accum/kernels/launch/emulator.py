@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum.kernels.dispatch import native
-from minitorch_accum.kernels.launch_plan import ByValue, Launch
+from minitorch_accum.kernels.launch.plan import ByValue, Launch
 
 __all__ = ["SM_COUNT", "address_of", "kernels", "launch", "run"]
 

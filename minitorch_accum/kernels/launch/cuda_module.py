@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum.kernels.catalog import source_of
-from minitorch_accum.kernels.launch_plan import ByValue, Launch
+from minitorch_accum.kernels.launch.plan import ByValue, Launch
 from minitorch_accum.kernels.sources import csrc_dir, source_text
 
 __all__ = ["NVRTC_OPTIONS", "address_of", "empty_f64", "function", "run", "sm_count"]
