@@ -28,7 +28,7 @@ import numpy as np
 from minitorch_accum import kernels
 from minitorch_accum.accum.arena import GradArena
 from minitorch_accum.accum.gradient_store import ForeignParameterError, check_touched, split_state_key
-from minitorch_accum.accum.trace import KernelRecorder, kernel_bytes, record_window_pass
+from minitorch_accum.accum.trace import KernelRecorder, record_window_pass
 from minitorch_accum.autodiff import Tensor, run_backward
 from minitorch_accum.backend import is_low_precision
 from minitorch_accum.nn import Param
@@ -124,7 +124,7 @@ class ArenaStore:
         if self.recorder is not None:
             leaf._backend.synchronize()
             self.recorder(self._names[id(leaf)], name, view.size,
-                           kernel_bytes(name, view.size, view.dtype.itemsize, grad.dtype.itemsize),
+                           kernels.bytes_moved(name, view.size, view.dtype.itemsize, grad.dtype.itemsize),
                            time.perf_counter() - start, materialized=True, window_pass=False)
 
     def add_product(self, leaf: Param, a: Any, b: Any) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from minitorch_accum import kernels
 from minitorch_accum.accum.gradient_store import ForeignParameterError, check_touched, split_state_key
-from minitorch_accum.accum.trace import KernelRecorder, kernel_bytes, record_window_pass
+from minitorch_accum.accum.trace import KernelRecorder, record_window_pass
 from minitorch_accum.autodiff import Gradients, Tensor, run_backward
 from minitorch_accum.nn import Module, Param
 
@@ -95,7 +95,7 @@ class ContainerStore:
             for param, grad in mine:
                 kind = "container-add" if before is not None and param in before else "container-store"
                 size = grad.dtype.itemsize
-                self.recorder(self._names[id(param)], kind, grad.size, kernel_bytes(kind, grad.size, size, size),
+                self.recorder(self._names[id(param)], kind, grad.size, kernels.bytes_moved(kind, grad.size, size, size),
                                seconds * grad.size / total, materialized=True, window_pass=False)
 
     def close(self) -> None:

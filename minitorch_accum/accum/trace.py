@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["AccumulationTrace", "KernelEvent", "KernelRecorder", "kernel_bytes", "record_window_pass"]
+from minitorch_accum.kernels import bytes_moved
+
+__all__ = ["AccumulationTrace", "KernelEvent", "KernelRecorder", "record_window_pass"]
 
 
 @dataclass(frozen=True)
@@ -32,24 +34,6 @@ class KernelEvent:
     materialized: bool  # True when the contribution existed as its own array before being added
 
 
-def kernel_bytes(kernel: str, elements: int, acc_itemsize: int, grad_itemsize: int) -> int:
-    """Bytes a kernel must move for ``elements`` elements (reads plus writes)."""
-    per_element = {
-        "copy_scale": acc_itemsize + grad_itemsize,
-        "add_scale": 2 * acc_itemsize + grad_itemsize,
-        "cast_add_scale": 2 * acc_itemsize + grad_itemsize,
-        "cast_copy_scale": acc_itemsize + grad_itemsize,
-        "copy_scale_compensated": 2 * acc_itemsize + grad_itemsize,
-        "add_scale_compensated": 4 * acc_itemsize + grad_itemsize,
-        "container-store": 0,
-        "container-add": 2 * acc_itemsize + grad_itemsize,
-        "scale": 2 * acc_itemsize,
-        "fold_compensation": 3 * acc_itemsize,
-        "finite_check": acc_itemsize,
-    }[kernel]
-    return per_element * elements
-
-
 class KernelRecorder(Protocol):
     """What a gradient store calls for every kernel that writes or reads the window's gradients;
     the Accumulator adds the window and micro-batch numbers."""
@@ -63,7 +47,7 @@ def record_window_pass(recorder: KernelRecorder, kernel: str, arrays: list[tuple
     total = sum(a.size for _, a in arrays) or 1
     for name, array in arrays:
         size = array.dtype.itemsize
-        recorder(name, kernel, array.size, kernel_bytes(kernel, array.size, size, size), seconds * array.size / total,
+        recorder(name, kernel, array.size, bytes_moved(kernel, array.size, size, size), seconds * array.size / total,
                  materialized=False, window_pass=True)
 
 

@@ -25,7 +25,8 @@ def _norm_of(arrays: list[Any]) -> float:
     by_device: dict[Any, list[Any]] = {}
     for a in arrays:
         by_device.setdefault(getattr(a, "device", "cpu").__repr__(), []).append(a)
-    return math.sqrt(sum(kernels.multi_l2_norm(group) ** 2 for group in by_device.values()))
+    # hypot, not a sum of squares: a float64 norm above 1e154 would overflow when squared
+    return math.hypot(*(kernels.multi_l2_norm(group) for group in by_device.values()))
 
 
 def clip_grad_norm(grads: Any, max_norm: float, eps: float = 1e-6) -> float:
