@@ -1,7 +1,8 @@
 """NCCLCommunicator: collectives on GPU arrays through NCCL (``cupy.cuda.nccl``).
 
 The launcher stays ``mpiexec``: rank 0 draws NCCL's unique id and MPI broadcasts it (as an
-int array, not pickled), then every rank joins one NCCL communicator on its own GPU.
+int array, not pickled), then every rank joins one NCCL communicator on its own GPU. A
+process not started by a launcher is a world of one and needs no MPI.
 Collectives run on the current CuPy stream. NCCL has no user-defined reductions, so
 compensated pairs take the gather-and-add path of the Communicator base.
 """
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum.distributed.communicator import Communicator
+from minitorch_accum.distributed.launch import launched_world_size
 from minitorch_accum.distributed.mpi_communicator import import_mpi
 
 __all__ = ["NCCLCommunicator"]
@@ -28,18 +30,19 @@ class NCCLCommunicator(Communicator):
             from cupy.cuda import nccl
         except ImportError as error:
             raise ImportError(f"NCCLCommunicator needs CuPy with NCCL ({error}); install the dist-cuda extra") from None
-        MPI = import_mpi()
-        self.mpi = comm if comm is not None else MPI.COMM_WORLD
-        self.rank = self.mpi.Get_rank()
-        self.world_size = self.mpi.Get_size()
+        self.mpi: Any = None
+        if comm is not None or launched_world_size() > 1:
+            self.mpi = comm if comm is not None else import_mpi().COMM_WORLD
+        self.rank = 0 if self.mpi is None else self.mpi.Get_rank()
+        self.world_size = 1 if self.mpi is None else self.mpi.Get_size()  # one process needs no MPI
         self.cupy, self.nccl = cupy, nccl
-        unique_id = np.zeros(nccl.NCCL_UNIQUE_ID_BYTES if hasattr(nccl, "NCCL_UNIQUE_ID_BYTES") else 128,
-                             dtype=np.int64)
-        if self.rank == 0:
-            drawn = nccl.get_unique_id()
-            unique_id[:len(drawn)] = drawn
-        self.mpi.Bcast(unique_id, root=0)
-        self.comm = nccl.NcclCommunicator(self.world_size, tuple(int(v) for v in unique_id), self.rank)
+        drawn = nccl.get_unique_id() if self.rank == 0 else ()
+        unique_id = np.zeros(128, dtype=np.int64)
+        unique_id[:len(drawn)] = drawn
+        if self.mpi is not None:
+            self.mpi.Bcast(unique_id, root=0)
+        self.comm = nccl.NcclCommunicator(self.world_size, tuple(int(v) for v in unique_id[:len(drawn) or 128]),
+                                          self.rank)
         self._types = {np.dtype(np.float32): nccl.NCCL_FLOAT32, np.dtype(np.float64): nccl.NCCL_FLOAT64,
                        np.dtype(np.int64): nccl.NCCL_INT64, np.dtype(np.uint8): nccl.NCCL_UINT8}
 
@@ -77,17 +80,25 @@ class NCCLCommunicator(Communicator):
                                 self._stream())
 
     def _allgather(self, shard: Any, array: Any) -> None:
+        if isinstance(array, np.ndarray):  # small host facts (digests, RNG states): staged on the device
+            staged = self.cupy.empty(array.shape, dtype=array.dtype)
+            self._allgather(self.cupy.asarray(shard), staged)
+            array[...] = staged.get()
+            return
         self._device("allgather", shard, array)
         shard, array = self._raw(shard), self._raw(array)
         self.comm.allGather(shard.data.ptr, array.data.ptr, shard.size, self._type(shard), self._stream())
 
     def _broadcast(self, array: Any, root: int) -> None:
         if isinstance(array, np.ndarray):  # a host array (a checkpoint handed to the ranks): MPI
-            self.mpi.Bcast(array.view(np.uint8), root=root)
+            if self.mpi is not None:
+                self.mpi.Bcast(array.view(np.uint8), root=root)
             return
         raw = self._raw(array)
         self.comm.bcast(raw.data.ptr, raw.size, self._type(raw), root, self._stream())
 
     def abort(self, code: int = 1) -> None:
         self.comm.abort()
+        if self.mpi is None:
+            raise SystemExit(code)
         self.mpi.Abort(code)
