@@ -186,7 +186,7 @@ class Accumulator:
             # a scale beyond the loss dtype's range (2^16 > float16's 65504) becomes inf here,
             # which marks the window and lowers the scale, as any overflow would
             with np.errstate(over="ignore"):
-                seed = loss._backend.xp.full(loss.data.shape, factor, dtype=loss.dtype)
+                seed = loss.backend.xp.full(loss.data.shape, factor, dtype=loss.dtype)
             scale = 1.0 / factor
         if self.reducer is not None and (closes_window or (closes_window is None
                                                            and self._micro_step + 1 == self.steps)):

@@ -60,7 +60,7 @@ class GradArena:
         backend: Backend | None = None
         for name, param in params:
             if backend is None:
-                backend = param._backend
+                backend = param.backend
             elif param.device != backend.device:
                 raise ValueError(f"GradArena: parameter {name} is on {param.device}, others on {backend.device}")
             dtype = accumulation_dtype(param.dtype, requested)

@@ -102,7 +102,7 @@ class ArenaStore:
     def add(self, leaf: Param, grad: Any) -> None:
         view = self.arena.view(leaf)
         if not grad.flags.c_contiguous:
-            grad = leaf._backend.xp.ascontiguousarray(grad)
+            grad = leaf.backend.xp.ascontiguousarray(grad)
         first = id(leaf) not in self._written
         start = time.perf_counter() if self.recorder is not None else 0.0
         if self.compensation is not None:
@@ -122,7 +122,7 @@ class ArenaStore:
         self._written.add(id(leaf))
         self._touched = True
         if self.recorder is not None:
-            leaf._backend.synchronize()
+            leaf.backend.synchronize()
             self.recorder(self._names[id(leaf)], name, view.size,
                            kernels.bytes_moved(name, view.size, view.dtype.itemsize, grad.dtype.itemsize),
                            time.perf_counter() - start, materialized=True, window_pass=False)
@@ -131,7 +131,7 @@ class ArenaStore:
         view = self.arena.view(leaf)
         first = id(leaf) not in self._written
         start = time.perf_counter() if self.recorder is not None else 0.0
-        fused = leaf._backend.gemm_into(a, b, view, alpha=self._scale, beta=0.0 if first else 1.0)
+        fused = leaf.backend.gemm_into(a, b, view, alpha=self._scale, beta=0.0 if first else 1.0)
         self._written.add(id(leaf))
         self._touched = True
         # A GEMM has no fused non-finite flag. Every entry of alpha a @ b, and every partial
@@ -141,7 +141,7 @@ class ArenaStore:
         bound = abs(self._scale) * _frobenius(a) * _frobenius(b)
         self._gemm_bound[id(leaf)] = self._gemm_bound.get(id(leaf), 0.0) + bound
         if self.recorder is not None:
-            leaf._backend.synchronize()
+            leaf.backend.synchronize()
             name = ("gemm-beta0" if first else "gemm-beta1") if fused else "gemm-fallback"
             factor_bytes = (a.size + b.size) * np.dtype(a.dtype).itemsize
             traffic = 2 * factor_bytes + view.nbytes * (1 if first else 2)  # the GEMM, then the norms

@@ -135,7 +135,7 @@ class ContainerStore:
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         """Each summed gradient as a host array, keyed ``grad/<parameter name>``."""
-        return {f"grad/{self._names[id(p)]}": np.array(p._backend.to_host(g), copy=True) for p, g in self.views()}
+        return {f"grad/{self._names[id(p)]}": np.array(p.backend.to_host(g), copy=True) for p, g in self.views()}
 
     def load(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         by_name = {n: p for p, n in ((p, self._names[id(p)]) for p in self._params)}
@@ -145,7 +145,7 @@ class ContainerStore:
             if name not in by_name:
                 raise ValueError(f"accumulator state names unknown parameter {name!r}")
             param = by_name[name]
-            partial.set(param, param._backend.asarray(value))
+            partial.set(param, param.backend.asarray(value))
         self.summed = GradientsAccumulator()
         if len(partial):
             self.summed.add_params(self._params, partial)

@@ -92,6 +92,11 @@ class Tensor:
         return self.data.dtype
 
     @property
+    def backend(self) -> Backend:
+        """The backend (NumPy or CuPy, and the device) that holds ``data``."""
+        return self._backend
+
+    @property
     def device(self) -> Device:
         return self._backend.device
 

@@ -47,7 +47,7 @@ def _check_reduction(op: str, reduction: str) -> None:
 
 
 def _target_array(targets: Any, like: Tensor, op: str) -> Any:
-    data = targets.data if isinstance(targets, Tensor) else like._backend.asarray(targets)
+    data = targets.data if isinstance(targets, Tensor) else like.backend.asarray(targets)
     if isinstance(targets, Tensor) and targets.device != like.device:
         raise ValueError(f"{op}: logits are on {like.device} but targets on {targets.device}")
     if data.dtype.kind not in "iu":
@@ -103,7 +103,7 @@ def mse_loss(prediction: Tensor, target: Any, reduction: str = "mean") -> Tensor
     """Squared error; shapes must match exactly (no silent broadcasting)."""
     _check_reduction("mse_loss", reduction)
     if not isinstance(target, Tensor):
-        target = Tensor(prediction._backend.asarray(target, dtype=prediction.dtype), _backend=prediction._backend)
+        target = Tensor(prediction.backend.asarray(target, dtype=prediction.dtype), _backend=prediction.backend)
     if target.shape != prediction.shape:
         raise OpError(f"mse_loss: prediction has shape {prediction.shape} but target has {target.shape}")
     _check_binary("mse_loss", prediction, target)
@@ -130,7 +130,7 @@ def layer_norm(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     else:
         weight, bias, eps = _layer_norm_arguments(*args, **kwargs)
     d = x.shape[-1] if x.ndim else 0
-    backend = x._backend
+    backend = x.backend
     if weight is None:
         weight = Tensor(backend.xp.ones(d, dtype=x.dtype), _backend=backend)
     if bias is None:
@@ -186,7 +186,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, rng: np.random.Gen
     if not training or p == 0.0:
         return x
     keep = (rng or default_generator()).random(x.shape) >= p
-    return apply(ops.Dropout, x, keep=x._backend.asarray(keep), scale=1.0 / (1.0 - p))
+    return apply(ops.Dropout, x, keep=x.backend.asarray(keep), scale=1.0 / (1.0 - p))
 
 
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Any = None,
@@ -211,7 +211,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
     length, source = query.shape[-2], key.shape[-2]
-    backend, dtype = query._backend, query.dtype
+    backend, dtype = query.backend, query.dtype
     xp = backend.xp
     bias = None
     if is_causal:

@@ -202,7 +202,7 @@ class Module:
         backend = backend_for(device) if device is not None else None
         target = resolve_dtype(dtype) if dtype is not None else None
         for _, param in self.named_parameters():
-            param._move(backend or param._backend, target)
+            param._move(backend or param.backend, target)
         for _, buffer in self.named_buffers():
             value = buffer.value
             if target is not None and value.dtype.kind == "f":
@@ -215,7 +215,7 @@ class Module:
     # ---------------------------------------------------------------- record
     def to_record(self) -> dict[str, np.ndarray]:
         """Every parameter and buffer as a host NumPy array, by dotted name (Burn's record)."""
-        record = {name: np.array(p._backend.to_host(p.data), copy=True) for name, p in self.named_parameters()}
+        record = {name: np.array(p.backend.to_host(p.data), copy=True) for name, p in self.named_parameters()}
         for name, buffer in self.named_buffers():
             record[name] = np.array(backend_of_array(buffer.value).to_host(buffer.value), copy=True)
         return record

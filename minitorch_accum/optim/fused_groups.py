@@ -32,7 +32,7 @@ class FusedGroup:
         self.xp: Any = None
 
     def add(self, name: str, param: Param, grad: Any, state: dict[str, Any]) -> None:
-        self.xp = param._backend.xp
+        self.xp = param.backend.xp
         data = param.data
         if data.dtype not in OPTIMIZER_DTYPES:
             if "master" not in state:
@@ -40,7 +40,7 @@ class FusedGroup:
             data = state["master"]
             self._write_back.append((param, data))
         if grad.dtype != data.dtype or not grad.flags.c_contiguous:
-            grad = param._backend.xp.ascontiguousarray(grad, dtype=data.dtype)
+            grad = param.backend.xp.ascontiguousarray(grad, dtype=data.dtype)
         self.names.append(name)
         self.params.append(data)
         self.grads.append(grad)
