@@ -3,27 +3,21 @@
 
 from __future__ import annotations
 
-import argparse
-from dataclasses import replace
 from functools import partial
 
 from benchmarks.all_reduce.measure import BENCHMARK, measure
 from benchmarks.all_reduce.report import format_table, plot
-from benchmarks.all_reduce.settings import Settings, full_settings, quick_settings
+from benchmarks.all_reduce.settings import full_settings, quick_settings
 from benchmarks.harness import program
 
 __all__ = ["ALL_REDUCE", "main"]
-
-
-def _apply_arguments(settings: Settings, args: argparse.Namespace) -> Settings:
-    return settings if args.repeats is None else replace(settings, repeats=args.repeats)
 
 
 ALL_REDUCE = program.Benchmark(
     name=BENCHMARK,
     description="The window's all-reduce of the gradient arena against the memory copy; step time R=1 vs R=2.",
     quick_help="two small arenas, a small MLP, few rounds",
-    full_settings=full_settings, quick_settings=quick_settings, apply_arguments=_apply_arguments,
+    full_settings=full_settings, quick_settings=quick_settings, apply_arguments=program.override_repeats("repeats"),
     measure=measure, format_table=format_table, plot=plot,
 )
 

@@ -14,13 +14,13 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from benchmarks.harness.results import Plot, ResultFiles, results_dir, write_results
 
-__all__ = ["Benchmark", "Log", "main", "positive_int", "run_benchmark"]
+__all__ = ["Benchmark", "Log", "main", "override_repeats", "positive_int", "run_benchmark"]
 
 Log = Callable[[str], None]
 
@@ -54,6 +54,14 @@ class Benchmark(Generic[SettingsT]):
     add_arguments: Callable[[argparse.ArgumentParser], None] = _no_arguments
     # the benchmark's own options (and --repeats) applied to the mode's settings; ValueError on a bad value
     apply_arguments: Callable[[SettingsT, argparse.Namespace], SettingsT] = lambda settings, _args: settings
+
+
+def override_repeats(*fields: str) -> Callable[[Any, argparse.Namespace], Any]:
+    """An ``apply_arguments`` for a benchmark whose only option is --repeats: it sets ``fields``."""
+    def apply(settings: Any, args: argparse.Namespace) -> Any:
+        return settings if args.repeats is None else replace(settings, **dict.fromkeys(fields, args.repeats))
+
+    return apply
 
 
 def positive_int(text: str) -> int:

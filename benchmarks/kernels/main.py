@@ -3,29 +3,22 @@
 
 from __future__ import annotations
 
-import argparse
-from dataclasses import replace
 from functools import partial
 
 from benchmarks.harness import program
 from benchmarks.kernels.measure import BENCHMARK, measure
 from benchmarks.kernels.report import format_table, plot
-from benchmarks.kernels.settings import Settings, full_settings, quick_settings
+from benchmarks.kernels.settings import full_settings, quick_settings
 
 __all__ = ["KERNELS", "main"]
-
-
-def _apply_arguments(settings: Settings, args: argparse.Namespace) -> Settings:
-    if args.repeats is None:
-        return settings
-    return replace(settings, repeats=args.repeats, small_repeats=args.repeats, model_repeats=args.repeats)
 
 
 KERNELS = program.Benchmark(
     name=BENCHMARK,
     description="Fused accumulation kernels against NumPy, PyTorch and the measured memory bandwidth.",
     quick_help="a few sizes, fewer rounds, model shapes / 8",
-    full_settings=full_settings, quick_settings=quick_settings, apply_arguments=_apply_arguments,
+    full_settings=full_settings, quick_settings=quick_settings,
+    apply_arguments=program.override_repeats("repeats", "small_repeats", "model_repeats"),
     measure=measure, format_table=format_table, plot=plot,
 )
 
