@@ -1,5 +1,6 @@
 """Measuring: launch the rank program with 1 and with R ranks, alternately (so the machine's
-state is shared by both), on the same cores (R=1 gets all the threads R ranks share)."""
+state is shared by both), every rank on the same number of threads: the step-time ratio is
+then data parallelism's scaling over R cores (R at best)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def measure(settings: Settings, log: Log) -> dict[str, Any]:
         settings_file.write_text(json.dumps(settings_record(settings)))
         single, many = [], []
         for _ in range(ROUNDS):
-            single.append(_launch(1, settings.ranks * settings.threads_per_rank, settings_file, log))
+            single.append(_launch(1, settings.threads_per_rank, settings_file, log))
             many.append(_launch(settings.ranks, settings.threads_per_rank, settings_file, log))
     arenas = []
     for i, n in enumerate(settings.arena_elements):

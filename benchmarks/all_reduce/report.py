@@ -19,8 +19,7 @@ def format_table(payload: dict[str, Any]) -> str:
     lines += ["", f"optimizer step, one global batch of {step['items_per_step']} items (MLP {settings['dims']}): "
               f"1 rank x k={step['k_single']}: {step['single_seconds'] * 1e3:.1f} ms; "
               f"{settings['ranks']} ranks x k={step['k_per_rank']}: {step['ranks_seconds'] * 1e3:.1f} ms "
-              f"(speed-up {step['speedup']:.2f}x on the same {settings['ranks'] * settings['threads_per_rank']} "
-              "threads)",
+              f"(speed-up {step['speedup']:.2f}x with {settings['threads_per_rank']} thread(s) per rank)",
               f"the same with each bucket's reduction started during the last backward (overlap): "
               f"{step['overlap_seconds'] * 1e3:.1f} ms ({step['overlap_over_plain']:.2f}x the time without)"]
     return "\n".join(lines)

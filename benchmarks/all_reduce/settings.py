@@ -19,7 +19,9 @@ class Settings:
     k: int = 8  # per rank at R ranks; R=1 runs ranks x k micro-batches
     micro_batch: int = 32
     windows: int = 5
-    threads_per_rank: int = 1  # both ranks of a 2-core machine get one core each; R=1 gets the same budget
+    # every rank (and the single process) on one thread: a 2-core machine gives each rank a core,
+    # and a two-thread BLAS on a machine where another process holds a core waits at its barriers
+    threads_per_rank: int = 1
     device: str = "cpu"
 
 
