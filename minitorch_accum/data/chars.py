@@ -16,7 +16,7 @@ import numpy as np
 __all__ = ["DEFAULT_BLOCK_SIZE", "CharDataset", "load_chars", "read_text"]
 
 #: characters per window unless told otherwise (``--block-size``)
-DEFAULT_BLOCK_SIZE = 64
+DEFAULT_BLOCK_SIZE = 32
 
 _TEXT = "coriolanus.txt"
 
