@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = _command(sub, "compare", "k x b against k*b and b, from the same seed")
     add_training_arguments(compare)
+    # the transformer shows the memory story in megabytes, where the digits MLP has kilobytes
+    compare.set_defaults(dataset="chars")
     compare.add_argument("--out", default="runs/compare", help="directory for the runs, compare.png and compare.md")
     compare.add_argument("--progress", choices=_PROGRESS, default="auto", help="progress display")
 

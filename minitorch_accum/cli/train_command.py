@@ -96,14 +96,15 @@ def run_training(args: Any, out: Path, micro_batch: int, accum: int, progress: s
     if accum <= 0:
         raise ValueError(f"--accum (k) must be positive, got {accum}")
     manual_seed(args.seed)
-    task = load_task(args.dataset, dtype=args.dtype)
+    block_size = getattr(args, "block_size", None)
+    task = load_task(args.dataset, dtype=args.dtype, block_size=block_size)
     if micro_batch > len(task.train):
         print(f"warning: --micro-batch {micro_batch} is larger than the {len(task.train)} training items of "
               f"{args.dataset}: every micro-batch holds the whole set", file=sys.stderr)
     compensated = bool(getattr(args, "compensated", False))
     run = TrainingRun(dataset=args.dataset, micro_batch=micro_batch, accum=accum, epochs=args.epochs, lr=args.lr,
                       optimizer=args.optimizer, reduction=args.reduction, fusion=args.fusion, dtype=args.dtype,
-                      compensated=compensated, seed=args.seed)
+                      compensated=compensated, seed=args.seed, block_size=block_size)
     builder = (LearnerBuilder(out).num_epochs(args.epochs).grads_accumulation(accum).reduction(args.reduction)
                .fusion(args.fusion).accum_dtype("float64" if args.dtype == "float64" else "float32")
                .compensated(compensated).seed(args.seed).progress(progress)
