@@ -1,6 +1,7 @@
 """The models the end-to-end benchmark trains: what is built, on which data, with which loss,
 and the same model in PyTorch. The measurement only calls the ``ModelCase`` methods, so a
-new model (a char-level transformer, say) is one more class here and one more settings entry.
+new model is one more class here and one more settings entry: MLPs (``ModelSpec``) and the
+character transformer of ``maccum train --dataset chars`` (``TransformerCase``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 from minitorch_accum import Tensor, nn
 from minitorch_accum.nn import functional as F
 
-__all__ = ["DIGITS", "WIDE", "ModelCase", "ModelSpec"]
+__all__ = ["CHARS", "DIGITS", "WIDE", "ModelCase", "ModelSpec", "TransformerCase"]
 
 
 class ModelCase(Protocol):
@@ -25,8 +26,15 @@ class ModelCase(Protocol):
     repeats: int
     warmup: int
 
+    @property
+    def items_per_row(self) -> int:
+        """Items (what the loss sums over and the window divides by) in one row of ``data``:
+        1 for a classifier, the block size for next-character prediction."""
+        ...
+
     def describe(self) -> dict[str, Any]:
-        """The model's own entries of its result section (before parameters and timings)."""
+        """The model's own entries of its result section (before parameters and timings), with
+        a one-line ``shape``."""
         ...
 
     def model(self, device: str, rng: np.random.Generator) -> nn.Module: ...
@@ -62,8 +70,12 @@ class ModelSpec:
         if self.dataset == "digits" and (self.dims[0] != 64 or self.dims[-1] != 10):
             raise ValueError(f"ModelSpec {self.name}: digits needs dims (64, ..., 10), got {self.dims}")
 
+    @property
+    def items_per_row(self) -> int:
+        return 1
+
     def describe(self) -> dict[str, Any]:
-        return {"dims": list(self.dims), "dataset": self.dataset}
+        return {"dims": list(self.dims), "dataset": self.dataset, "shape": "-".join(str(d) for d in self.dims)}
 
     def model(self, device: str, rng: np.random.Generator) -> nn.Sequential:
         layers: list[nn.Module] = []
@@ -114,3 +126,132 @@ DIGITS = ModelSpec("digits_mlp", (64, 128, 10), "digits", repeats=61, warmup=5)
 # a round of the wide MLP is 31 micro-batches per variant for k in {1, 2, 4, 8, 16}: about
 # 10 s on two idle cores, several times that when another process holds a core
 WIDE = ModelSpec("wide_mlp", (1024, 4096, 4096, 10), "synthetic", repeats=7, warmup=1)
+
+
+@dataclass(frozen=True)
+class TransformerCase:
+    """The character transformer of ``maccum train --dataset chars`` (``cli.tasks.CharTransformer``:
+    causal multi-head attention, GELU MLP, LayerNorm, residuals, a head tied to the token
+    embedding) on windows of the shipped text. A row is a window of ``block_size`` characters;
+    its items are the ``block_size`` target characters."""
+
+    name: str
+    block_size: int
+    n_layer: int
+    n_head: int
+    n_embd: int
+    repeats: int
+    warmup: int
+
+    @property
+    def items_per_row(self) -> int:
+        return self.block_size
+
+    def _train_windows(self) -> Any:
+        from minitorch_accum.data import load_chars
+
+        return load_chars(self.block_size).split(0.9)[0]
+
+    def config(self) -> Any:
+        from minitorch_accum.cli.tasks import TransformerConfig
+
+        return TransformerConfig(self._train_windows().vocab_size, self.block_size, self.n_layer, self.n_head,
+                                 self.n_embd)
+
+    def describe(self) -> dict[str, Any]:
+        config = self.config()
+        return {"dataset": "chars", "block_size": self.block_size, "n_layer": self.n_layer, "n_head": self.n_head,
+                "n_embd": self.n_embd, "vocab_size": config.vocab_size,
+                "shape": f"transformer {self.n_layer}x{self.n_embd}, {self.n_head} heads, block {self.block_size}, "
+                         f"vocabulary {config.vocab_size}, tied head"}
+
+    def model(self, device: str, rng: np.random.Generator) -> nn.Module:
+        from minitorch_accum.backend import manual_seed
+        from minitorch_accum.cli.tasks import CharTransformer
+
+        manual_seed(int(rng.integers(2**31)))  # the model draws its initial values from the seeded generator
+        model = CharTransformer(self.config())
+        model.to(device=device)
+        return model
+
+    def data(self, count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``count`` windows of the training text in a random order: (ids, next characters)."""
+        windows = self._train_windows()
+        if count > len(windows):
+            raise ValueError(f"{self.name}: k*b = {count} windows is more than the {len(windows)} of the text "
+                             f"(block {self.block_size})")
+        return windows.get_batch(rng.permutation(len(windows))[:count])
+
+    def loss(self, model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(model(x), y, reduction="sum")
+
+    def torch_model(self, torch: Any, model: nn.Module) -> Any:
+        twin = _torch_transformer(torch, model.config)  # type: ignore[attr-defined]  (a CharTransformer)
+        theirs = dict(twin.named_parameters())
+        ours = dict(model.named_parameters())
+        if set(theirs) != set(ours):
+            raise ValueError(f"{self.name}: the PyTorch twin's parameters {sorted(theirs)} are not ours {sorted(ours)}")
+        with torch.no_grad():
+            for name, p in ours.items():
+                # ours keeps Linear weights (and the head tied into wte) as (in, out), torch (out, in)
+                value = p.numpy().T if p.layout == "in_out" else p.numpy()
+                theirs[name].copy_(torch.from_numpy(np.ascontiguousarray(value)))
+        return twin
+
+    def torch_loss(self, torch: Any, model: Any, x: Any, y: Any) -> Any:
+        logits = model(x)
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum")
+
+
+def _torch_transformer(torch: Any, config: Any) -> Any:
+    """The same transformer in PyTorch eager, with the same parameter names; the head's weight
+    is the token embedding's (``wte.weight = head.weight``), counted once."""
+    nn_ = torch.nn
+
+    class Attention(nn_.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn_.Linear(config.n_embd, 3 * config.n_embd)
+            self.proj = nn_.Linear(config.n_embd, config.n_embd)
+
+        def forward(self, x: Any) -> Any:
+            batch, length, width = x.shape
+            q, k, v = (t.view(batch, length, config.n_head, width // config.n_head).transpose(1, 2)
+                       for t in self.qkv(x).split(config.n_embd, dim=2))
+            y = nn_.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.proj(y.transpose(1, 2).contiguous().view(batch, length, width))
+
+    class Block(nn_.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln_1 = nn_.LayerNorm(config.n_embd)
+            self.attn = Attention()
+            self.ln_2 = nn_.LayerNorm(config.n_embd)
+            self.mlp = nn_.Sequential(nn_.Linear(config.n_embd, 4 * config.n_embd), nn_.GELU(),
+                                      nn_.Linear(4 * config.n_embd, config.n_embd))
+
+        def forward(self, x: Any) -> Any:
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class Transformer(nn_.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte = nn_.Embedding(config.vocab_size, config.n_embd)
+            self.wpe = nn_.Embedding(config.block_size, config.n_embd)
+            self.blocks = nn_.ModuleList([Block() for _ in range(config.n_layer)])
+            self.ln_f = nn_.LayerNorm(config.n_embd)
+            self.head = nn_.Linear(config.n_embd, config.vocab_size, bias=False)
+            self.wte.weight = self.head.weight
+
+        def forward(self, ids: Any) -> Any:
+            x = self.wte(ids) + self.wpe(torch.arange(ids.shape[-1], device=ids.device))
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln_f(x))
+
+    return Transformer()
+
+
+# maccum's chars task as it trains by default: a micro-batch of 32 windows is ~30 ms on two cores
+CHARS = TransformerCase("char_transformer", block_size=32, n_layer=2, n_head=4, n_embd=64, repeats=7, warmup=1)

@@ -28,7 +28,8 @@ def _parse_ints(text: str) -> tuple[int, ...]:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ks", type=_parse_ints, default=None, help="window lengths, e.g. 1,2,4,8,16")
-    parser.add_argument("--models", default=None, help="comma-separated subset of: digits_mlp, wide_mlp")
+    parser.add_argument("--models", default=None,
+                        help="comma-separated subset of: digits_mlp, wide_mlp, char_transformer")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch eager comparison")
     parser.add_argument("--threads", type=program.positive_int, default=None,
                         help="limit NumPy's BLAS, OpenMP and torch to N threads (default: as configured); "

@@ -99,6 +99,7 @@ def measure(settings: Settings, log: Log) -> dict[str, Any]:
 
 def _measure_model(case: ModelCase, settings: Settings, torch: Any, log: Log) -> dict[str, Any]:
     b, ks, device = settings.micro_batch, sorted(settings.ks), settings.device
+    items = b * case.items_per_row  # what a micro-batch's summed loss counts, and items/s counts
     backend = backend_for(device)
     rng = np.random.default_rng(settings.seed)
     model = case.model(device, rng)
@@ -108,8 +109,8 @@ def _measure_model(case: ModelCase, settings: Settings, torch: Any, log: Log) ->
                                                                                     device=device))
              for i in range(ks[-1])]
     description = case.describe()
-    log(f"{case.name}: {', '.join(f'{key} {value}' for key, value in description.items())}, "
-        f"{n_params / 1e6:.2f}M parameters, k in {ks}, b={b}, {case.repeats} repeats")
+    log(f"{case.name}: {description['shape']}, {n_params / 1e6:.2f}M parameters, k in {ks}, b={b} "
+        f"({items} items), {case.repeats} repeats")
 
     twin = (TorchTwin(torch, case, model, features, labels, b, ks[-1], device, settings.lr, settings.momentum)
             if torch is not None else None)
@@ -123,7 +124,7 @@ def _measure_model(case: ModelCase, settings: Settings, torch: Any, log: Log) ->
         variants[f"{k}/plain"] = plain_window(case, model, micro[:k])
         for fusion in settings.fusions:
             phases[f"{k}/{fusion}"] = Phases()
-            variants[f"{k}/{fusion}"] = accumulate_window(case, accs[fusion], opts[fusion], micro[:k], b,
+            variants[f"{k}/{fusion}"] = accumulate_window(case, accs[fusion], opts[fusion], micro[:k], items,
                                                           phases[f"{k}/{fusion}"], sync)
         if twin is not None:
             phases[f"{k}/torch"] = Phases()
@@ -137,7 +138,7 @@ def _measure_model(case: ModelCase, settings: Settings, torch: Any, log: Log) ->
     basis, basis_name = rounds_for_medians(shares)
 
     log(f"{case.name}: kernel trace, {settings.trace_windows} window(s) per k and fusion")
-    traces = {f: kernel_trace(case, accs[f], micro, ks, b, settings.trace_windows) for f in settings.fusions}
+    traces = {f: kernel_trace(case, accs[f], micro, ks, items, settings.trace_windows) for f in settings.fusions}
     log(f"{case.name}: peak memory, fusions {settings.memory_fusions}")
     memory = {f: peak_memory(case, model, accs.get(f), features, labels, ks, b, f, device)
               for f in settings.memory_fusions}
@@ -145,7 +146,7 @@ def _measure_model(case: ModelCase, settings: Settings, torch: Any, log: Log) ->
 
     by_k: dict[str, Any] = {}
     for k in ks:
-        row = window_figures(k, b, samples, phases, traces, settings.fusions, twin is not None, basis)
+        row = window_figures(k, items, samples, phases, traces, settings.fusions, twin is not None, basis)
         row["plain"]["samples"] = samples[f"{k}/plain"]
         for fusion in settings.fusions:
             ph = phases[f"{k}/{fusion}"]
@@ -156,7 +157,7 @@ def _measure_model(case: ModelCase, settings: Settings, torch: Any, log: Log) ->
             row["torch"]["samples"] = {"total": samples[f"{k}/torch"], "accumulate": ph.accumulate,
                                        "update": ph.update}
         # the same figures over every round, whatever the machine was doing meanwhile
-        everything = window_figures(k, b, samples, phases, traces, settings.fusions, twin is not None,
+        everything = window_figures(k, items, samples, phases, traces, settings.fusions, twin is not None,
                                     list(range(case.repeats)))
         row["all_rounds"] = {
             "plain_micro_step_seconds": everything["plain"]["micro_step_seconds"],
@@ -168,6 +169,7 @@ def _measure_model(case: ModelCase, settings: Settings, torch: Any, log: Log) ->
         by_k[str(k)] = row
     return {
         **description,
+        "items_per_micro_batch": items,
         "parameters": n_params,
         "parameter_bytes": sum(int(p.data.nbytes) for p in model.parameters()),
         "repeats": case.repeats,

@@ -26,9 +26,8 @@ def format_table(payload: dict[str, Any]) -> str:
     ]
     header = ("k", "variant", "ms/micro", "overhead", "direct", "items/s", "x torch", "mem ratio")
     for name, model in payload["models"].items():
-        dims = "-".join(str(d) for d in model["dims"])
-        lines.append(f"{name} ({dims}, {model['parameters'] / 1e6:.2f}M parameters, "
-                     f"b={payload['settings']['micro_batch']})")
+        lines.append(f"{name} ({model['shape']}, {model['parameters'] / 1e6:.2f}M parameters, "
+                     f"b={payload['settings']['micro_batch']}, {model['items_per_micro_batch']} items per micro-batch)")
         timing = model["timing"]
         known = [v for v in timing["round_other_processes_cpu_share"] if v is not None]
         busy = (f"median {median(known):.0%}, max {max(known):.0%}, {sum(v <= QUIET_SHARE for v in known)} rounds "

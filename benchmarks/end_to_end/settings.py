@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from benchmarks.end_to_end.cases import DIGITS, WIDE, ModelSpec
+from benchmarks.end_to_end.cases import CHARS, DIGITS, WIDE, ModelCase
 
 __all__ = ["Settings", "full_settings", "quick_settings", "settings_record"]
 
@@ -16,7 +16,7 @@ class Settings:
     """Everything a run depends on; recorded in the result file."""
 
     mode: str
-    models: tuple[ModelSpec, ...]
+    models: tuple[ModelCase, ...]
     ks: tuple[int, ...]
     micro_batch: int = 32
     fusions: tuple[str, ...] = ("none", "leaf", "gemm")
@@ -35,17 +35,18 @@ class Settings:
 
 
 def full_settings(device: str = "cpu") -> Settings:
-    """Every k of the issue; about 3 minutes on two idle cores, under 10 on a busy machine."""
-    return Settings(mode="full", models=(DIGITS, WIDE), ks=(1, 2, 4, 8, 16), trace_windows=2, device=device)
+    """Every k of the issue; about 4 minutes on two idle cores, under 10 on a busy machine."""
+    return Settings(mode="full", models=(DIGITS, WIDE, CHARS), ks=(1, 2, 4, 8, 16), trace_windows=2, device=device)
 
 
 def quick_settings(device: str = "cpu") -> Settings:
     """Under two minutes on two cores: k in {1, 8}, few repeats of the wide model."""
-    return Settings(mode="quick", models=(replace(DIGITS, repeats=31, warmup=3), replace(WIDE, repeats=3, warmup=1)),
+    return Settings(mode="quick", models=(replace(DIGITS, repeats=31, warmup=3), replace(WIDE, repeats=3, warmup=1),
+                                          replace(CHARS, repeats=3, warmup=1)),
                     ks=(1, 8), trace_windows=1, device=device)
 
 
 def settings_record(settings: Settings) -> dict[str, Any]:
     data = asdict(settings)
-    data["models"] = [asdict(m) | {"dims": list(m.dims)} for m in settings.models]
+    data["models"] = [asdict(m) | m.describe() for m in settings.models]
     return data

@@ -30,7 +30,7 @@ class TorchTwin:
         self.micro = [(torch.from_numpy(features[i * b:(i + 1) * b]).to(self.device),
                        torch.from_numpy(labels[i * b:(i + 1) * b].astype(np.int64)).to(self.device))
                       for i in range(max_k)]
-        self.b = b
+        self.items = b * case.items_per_row
 
     def synchronize(self) -> None:
         if self.device == "cuda":
@@ -38,7 +38,7 @@ class TorchTwin:
 
     def window(self, k: int, phases: Phases, sync: Callable[[], None]) -> Callable[[], None]:
         torch, case = self.torch, self.case
-        model, optimizer, micro, items = self.model, self.optimizer, self.micro[:k], float(k * self.b)
+        model, optimizer, micro, items = self.model, self.optimizer, self.micro[:k], float(k * self.items)
 
         def run() -> None:
             start = time.perf_counter()

@@ -43,11 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = _command(sub, "compare", "k x b against k*b and b, from the same seed")
     add_training_arguments(compare)
+    # the transformer shows the memory story in megabytes, where the digits MLP has kilobytes
+    compare.set_defaults(dataset="chars")
     compare.add_argument("--out", default="runs/compare", help="directory for the runs, compare.png and compare.md")
     compare.add_argument("--progress", choices=_PROGRESS, default="auto", help="progress display")
 
     explain = _command(sub, "explain", "one window, kernel by kernel, checked against the big batch")
-    explain.add_argument("--dataset", choices=("digits", "sequences"), default="digits", help="built-in task")
+    explain.add_argument("--dataset", choices=("digits", "sequences", "chars"), default="digits",
+                         help="built-in task (chars: the character transformer over Shakespeare)")
     explain.add_argument("--accum", type=int, default=4, help="micro-batches in the window (k)")
     explain.add_argument("--micro-batch", type=int, default=8, help="items per micro-batch (b)")
     explain.add_argument("--reduction", choices=("items", "mean", "sum"), default="items", help="normalization")

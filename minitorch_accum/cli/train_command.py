@@ -12,7 +12,7 @@ from typing import Any
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.cli.tasks import TASKS, load_task
 from minitorch_accum.config import config
-from minitorch_accum.data import DataLoader
+from minitorch_accum.data import DEFAULT_BLOCK_SIZE, DataLoader
 from minitorch_accum.optim import SGD, AdamW, Optimizer
 from minitorch_accum.train import History, LearnerBuilder
 
@@ -35,11 +35,15 @@ class TrainingRun:
     dtype: str = "float32"
     compensated: bool = False
     seed: int = 0
+    block_size: int | None = None  # chars: characters per window (None: the task's default)
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", choices=TASKS, default="digits", help="built-in task")
-    parser.add_argument("--micro-batch", type=int, default=32, help="items per micro-batch (b)")
+    parser.add_argument("--dataset", choices=TASKS, default="digits",
+                        help="built-in task: digits (MLP), sequences (padded sentences), chars (a character "
+                             "transformer over Shakespeare)")
+    parser.add_argument("--micro-batch", type=int, default=32,
+                        help="micro-batch size b: images, sentences or windows of characters")
     parser.add_argument("--accum", type=int, default=8,
                         help="micro-batches per optimizer step (k; per rank when data-parallel)")
     parser.add_argument("--epochs", type=int, default=5, help="passes over the training set")
@@ -56,7 +60,20 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Neumaier-compensated accumulation: the window's gradient then does not depend on "
                              "how it is split over micro-batches and ranks")
     parser.add_argument("--seed", type=int, default=0, help="seed of the model, the data order and dropout")
+    parser.add_argument("--block-size", type=_positive_int, default=None,
+                        help=f"--dataset chars: characters per window, the transformer's context (default "
+                             f"{DEFAULT_BLOCK_SIZE}); a micro-batch of b windows holds b x block-size items")
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N] (data-parallel: each rank its own GPU)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
 
 
 def make_optimizer(name: str, lr: float) -> Optimizer:
@@ -79,14 +96,15 @@ def run_training(args: Any, out: Path, micro_batch: int, accum: int, progress: s
     if accum <= 0:
         raise ValueError(f"--accum (k) must be positive, got {accum}")
     manual_seed(args.seed)
-    task = load_task(args.dataset, dtype=args.dtype)
+    block_size = getattr(args, "block_size", None)
+    task = load_task(args.dataset, dtype=args.dtype, block_size=block_size)
     if micro_batch > len(task.train):
         print(f"warning: --micro-batch {micro_batch} is larger than the {len(task.train)} training items of "
               f"{args.dataset}: every micro-batch holds the whole set", file=sys.stderr)
     compensated = bool(getattr(args, "compensated", False))
     run = TrainingRun(dataset=args.dataset, micro_batch=micro_batch, accum=accum, epochs=args.epochs, lr=args.lr,
                       optimizer=args.optimizer, reduction=args.reduction, fusion=args.fusion, dtype=args.dtype,
-                      compensated=compensated, seed=args.seed)
+                      compensated=compensated, seed=args.seed, block_size=block_size)
     builder = (LearnerBuilder(out).num_epochs(args.epochs).grads_accumulation(accum).reduction(args.reduction)
                .fusion(args.fusion).accum_dtype("float64" if args.dtype == "float64" else "float32")
                .compensated(compensated).seed(args.seed).progress(progress)

@@ -1,5 +1,7 @@
-"""Data: the DataLoader whose micro-batches tile one shuffled order, and small datasets."""
+"""Data: the DataLoader whose micro-batches tile one shuffled order, and small datasets (digits,
+padded sentences, windows of a Shakespeare text for a character transformer)."""
 
+from minitorch_accum.data.chars import DEFAULT_BLOCK_SIZE, CharDataset, load_chars
 from minitorch_accum.data.datasets import (
     PAD_TARGET,
     ArrayDataset,
@@ -10,11 +12,14 @@ from minitorch_accum.data.datasets import (
 from minitorch_accum.data.loader import DataLoader, Dataset
 
 __all__ = [
+    "DEFAULT_BLOCK_SIZE",
     "PAD_TARGET",
     "ArrayDataset",
+    "CharDataset",
     "DataLoader",
     "Dataset",
     "SequenceDataset",
+    "load_chars",
     "load_digits",
     "load_sequences",
 ]

@@ -112,7 +112,12 @@ class History:
 
 
 class _Window:
-    """Sums over the micro-batches of the current window, for its metrics line."""
+    """Sums over the micro-batches of the current window, for its metrics line.
+
+    Memory: the largest peak of its micro-batches, measured by PeakMemory around each one's
+    forward and backward: ``array_peak`` the arrays alone (the activation memory: saved
+    activations and temporaries; None where arrays cannot be told apart), ``peak`` everything
+    the allocator counted (arrays and Python objects, the graph's nodes among them)."""
 
     def __init__(self) -> None:
         self.loss_sum = 0.0
@@ -121,8 +126,9 @@ class _Window:
         self.micro = 0
         self.seconds = 0.0
         self.peak = 0
+        self.array_peak: int | None = 0
 
-    def add(self, out: TrainOutput, seconds: float, peak: int) -> None:
+    def add(self, out: TrainOutput, seconds: float, probe: PeakMemory) -> None:
         loss = float(out.loss.item())
         self.loss_sum += loss * out.num_items if out.reduction == "mean" else loss
         self.items += out.num_items
@@ -130,7 +136,9 @@ class _Window:
             self.correct = (self.correct or 0) + out.correct
         self.micro += 1
         self.seconds += seconds
-        self.peak = max(self.peak, peak)
+        self.peak = max(self.peak, probe.peak_bytes)
+        arrays = probe.array_peak_bytes
+        self.array_peak = None if arrays is None or self.array_peak is None else max(self.array_peak, arrays)
 
     def state(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -362,11 +370,11 @@ class Learner:
     def _micro_batch(self, batch: Any, closes_window: bool) -> None:
         self.step_model.train()
         start = time.perf_counter()
-        with PeakMemory(self.accumulator.device()) as peak:
+        with PeakMemory(self.accumulator.device()) as probe:
             out = self.step_model.train_step(batch)
             self._check_output(out)
             self.accumulator.backward(out.loss, out.num_items, closes_window=closes_window)
-        self._window.add(out, time.perf_counter() - start, peak.peak_bytes)
+        self._window.add(out, time.perf_counter() - start, probe)
 
     def _interrupt(self, epoch: int, next_batch: int, progress: Progress) -> None:
         saved_at, path = self._last_checkpoint
@@ -416,7 +424,8 @@ class Learner:
             "loss": loss_sum / items if items else float("nan"),
             "accuracy": None if correct is None or not items else correct / items,
             "lr": lr, "grad_norm": None if grad_norm is None or not math.isfinite(grad_norm) else grad_norm,
-            "peak_activation_bytes": window.peak, "accumulation_seconds": window.seconds,
+            "peak_array_bytes": window.array_peak, "peak_activation_bytes": window.peak,
+            "accumulation_seconds": window.seconds,
             "step_seconds": step_seconds, "items_per_second": items / seconds if seconds > 0 else 0.0,
             "skipped": skipped,
         }

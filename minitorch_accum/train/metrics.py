@@ -1,11 +1,19 @@
 """Step-level metrics: one JSON line per optimizer step in ``DIR/metrics.jsonl``.
 
 Every line of kind ``"train"`` holds: epoch, step, micro_batches, items, loss (per
-item over the window), accuracy, lr, grad_norm, peak_activation_bytes,
+item over the window), accuracy, lr, grad_norm, peak_array_bytes, peak_activation_bytes,
 accumulation_seconds (forward + backward + accumulation of the window's
 micro-batches), step_seconds (clipping + optimizer step), items_per_second and
 skipped (a non-finite window). Validation lines (kind ``"valid"``) come once per
 epoch.
+
+Memory is measured around each micro-batch's forward and backward, and a line holds the
+largest of its window's micro-batches: ``peak_array_bytes`` counts array buffers alone
+(the activation memory: saved activations and temporaries, from NumPy's allocator or
+CuPy's pool; null where arrays cannot be told apart), ``peak_activation_bytes`` everything
+the allocator counted (tracemalloc on the CPU: the same arrays plus Python objects such as
+the graph's nodes, a few tens of KiB per micro-batch whatever its size). The progress
+lines show the first and the difference; ``maccum compare`` shows the same two figures.
 
 A line is appended with a single ``write`` to a file opened ``O_APPEND``, so a kill
 or a full disk can cut only the line being written, never an earlier one; such a

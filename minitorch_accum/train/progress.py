@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-__all__ = ["PROGRESS_MODES", "Progress", "make_progress"]
+__all__ = ["PROGRESS_MODES", "Progress", "activation_memory", "format_bytes", "make_progress"]
 
 PROGRESS_MODES = ("auto", "rich", "plain", "none")
 
@@ -32,6 +32,33 @@ class Progress:
 _ALL_METRICS = ("loss", "accuracy", "items_per_second", "grad_norm", "lr", "peak_memory")
 
 
+def format_bytes(count: float) -> str:
+    """Bytes in binary units with one decimal: 512 B, 58.3 KiB, 28.5 MiB."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(count) >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count:.0f} B"
+
+
+def activation_memory(record: dict[str, Any]) -> tuple[int | None, int]:
+    """(arrays, other) of a metrics record: the largest peak of the window's micro-batches in
+    array bytes (None where arrays were not told apart), and what the allocator counted on top
+    of it (Python objects: the graph's nodes, closures, shape tuples; never below 0). The
+    progress lines and ``maccum compare`` both show these two, so they always agree."""
+    total = int(record["peak_activation_bytes"])
+    arrays = record.get("peak_array_bytes")
+    if arrays is None:
+        return None, total
+    return int(arrays), max(0, total - int(arrays))
+
+
+def _memory_text(record: dict[str, Any]) -> str:
+    arrays, other = activation_memory(record)
+    if arrays is None:
+        return f"peak {format_bytes(other)}"
+    return f"act {format_bytes(arrays)} arrays +{format_bytes(other)} other"
+
+
 def _summary(record: dict[str, Any], metrics: tuple[str, ...] = _ALL_METRICS) -> str:
     """One line for a metrics record, showing the metrics chosen with LearnerBuilder.metric()."""
     parts = [f"epoch {record['epoch']}", f"step {record['step']}"]
@@ -44,7 +71,7 @@ def _summary(record: dict[str, Any], metrics: tuple[str, ...] = _ALL_METRICS) ->
     if "grad_norm" in metrics and record.get("grad_norm") is not None:
         parts.append(f"|g| {record['grad_norm']:.3g}")
     if "peak_memory" in metrics:
-        parts.append(f"peak {record['peak_activation_bytes'] / 1024:.0f} KiB")
+        parts.append(_memory_text(record))
     if "items_per_second" in metrics:
         parts.append(f"{record['items_per_second']:.0f} items/s")
     if record.get("skipped"):
@@ -84,20 +111,21 @@ class RichProgress(Progress):
         self._bar = RichBar(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("micro {task.fields[micro]}"), TextColumn("loss {task.fields[loss]}"),
-            TextColumn("{task.fields[rate]} items/s"), TimeRemainingColumn(),
+            TextColumn("{task.fields[rate]} items/s"), TextColumn("{task.fields[memory]}"), TimeRemainingColumn(),
         )
         self._task: Any = None
 
     def start(self, total_steps: int, description: str) -> None:
         self._bar.start()
-        self._task = self._bar.add_task(description, total=total_steps, micro="-", loss="-", rate="-")
+        self._task = self._bar.add_task(description, total=total_steps, micro="-", loss="-", rate="-",
+                                        memory="")
 
     def micro_batch(self, step: int, micro: int, k: int) -> None:
         self._bar.update(self._task, micro=f"{micro}/{k}")
 
     def step(self, record: dict[str, Any]) -> None:
         self._bar.update(self._task, advance=1, loss=f"{record['loss']:.4f}",
-                         rate=f"{record['items_per_second']:.0f}")
+                         rate=f"{record['items_per_second']:.0f}", memory=_memory_text(record))
 
     def message(self, text: str) -> None:
         self._bar.console.print(text)

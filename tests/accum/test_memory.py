@@ -1,17 +1,98 @@
-"""Activation memory, measured by the allocator: k micro-batches of b cost about one
-micro-batch of b, and about 1/k of one batch of k*b."""
+"""Activation memory, measured by the allocator: array bytes apart from Python objects, exact
+on arrays whose sizes are known; k micro-batches of b cost 1/k of one batch of k*b."""
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
+import pytest
 
 import minitorch_accum as mta
 from minitorch_accum import nn, optim
 from minitorch_accum.accum import Accumulator, PeakMemory
+from minitorch_accum.accum.memory import array_tracking_available
 from minitorch_accum.nn import functional as F
 
+NUMPY_DOMAIN = np.lib.tracemalloc_domain  # 389047: where NumPy reports array buffers to tracemalloc
 
-def test_peak_activation_memory_of_micro_batches_is_about_one_kth() -> None:
+pytestmark = pytest.mark.skipif(not array_tracking_available(), reason="this NumPy has no data-memory handler")
+
+
+def _numpy_domain_bytes() -> int:
+    snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.DomainFilter(True, NUMPY_DOMAIN)])
+    return sum(stat.size for stat in snapshot.statistics("filename"))
+
+
+def test_known_arrays_are_counted_to_the_byte_and_python_objects_are_not() -> None:
+    with PeakMemory() as probe:
+        a = np.empty(1_000_000, dtype=np.float32)  # 4,000,000 bytes
+        b = np.zeros((500, 500))                   # 2,000,000 bytes (calloc)
+        objects = [(i, str(i)) for i in range(20_000)]  # Python objects (over 1 MB), no array
+        del a                                      # freed: the peak keeps it, the level drops
+        c = np.empty(250_000, dtype=np.float32)    # 1,000,000 bytes: below the freed 4 MB
+    assert probe.array_peak_bytes == 4_000_000 + 2_000_000
+    # tracemalloc's peak holds the same arrays and the tuples and strings alive with them
+    assert probe.other_bytes == probe.peak_bytes - probe.array_peak_bytes
+    assert probe.other_bytes > 1_000_000
+    del b, c, objects
+
+
+def test_a_temporary_counts_at_its_peak_not_after() -> None:
+    with PeakMemory() as probe:
+        kept = np.negative(np.arange(5000, dtype=np.int32))  # arange's 20,000 bytes die after the result exists
+    assert probe.array_peak_bytes == 2 * 20_000
+    assert kept.nbytes == 20_000
+
+
+def test_array_bytes_agree_with_numpys_own_tracemalloc_domain() -> None:
+    # NumPy reports each buffer to tracemalloc in its domain 389047; the handler's count of the
+    # live arrays must match that independent report exactly
+    tracemalloc.start()
+    try:
+        before = _numpy_domain_bytes()
+        with PeakMemory() as probe:
+            # empty and zeros allocate exactly their buffers (ones and full also make a 0-d fill value)
+            arrays = [np.empty(n) for n in (10, 1000, 123_457)] + [np.zeros((37, 41), dtype=np.int16)]
+            inside = _numpy_domain_bytes()
+        assert inside - before == sum(a.nbytes for a in arrays) == probe.array_peak_bytes
+    finally:
+        tracemalloc.stop()
+
+
+def test_arrays_from_before_the_probe_and_after_it_are_not_its_arrays() -> None:
+    old = np.empty(3_000_000, dtype=np.uint8)
+    with PeakMemory() as first:
+        del old                               # freed inside: not the probe's, must not go negative
+        survivor = np.empty(1000, dtype=np.uint8)
+    assert first.array_peak_bytes == 1000
+    with PeakMemory() as second:
+        del survivor                          # allocated in the first probe, freed in the second
+        np.empty(10, dtype=np.uint8)
+    assert second.array_peak_bytes == 10
+
+
+def test_nested_probes_each_count_their_own_arrays() -> None:
+    with PeakMemory() as outer:
+        a = np.empty(100_000, dtype=np.uint8)
+        with PeakMemory() as inner:
+            del a                             # the outer probe's array: lowers only the outer level
+            b = np.empty(30_000, dtype=np.uint8)
+        c = np.empty(20_000, dtype=np.uint8)
+    assert inner.array_peak_bytes == 30_000
+    assert outer.array_peak_bytes == 100_000  # a alone was the outer peak: b + c = 50,000 came after a died
+    del b, c
+
+
+def test_numpys_handler_is_restored_after_the_probe_even_on_error() -> None:
+    default = np._core.multiarray.get_handler_name()
+    with pytest.raises(RuntimeError, match="boom"), PeakMemory():
+        assert np._core.multiarray.get_handler_name() != default
+        raise RuntimeError("boom")
+    assert np._core.multiarray.get_handler_name() == default
+
+
+def test_peak_activation_memory_of_micro_batches_is_one_kth() -> None:
     rng = np.random.default_rng(0)
     model = nn.Sequential(nn.Linear(64, 512, rng=rng), nn.ReLU(), nn.Linear(512, 512, rng=rng), nn.ReLU(),
                           nn.Linear(512, 10, rng=rng))
@@ -19,22 +100,33 @@ def test_peak_activation_memory_of_micro_batches_is_about_one_kth() -> None:
     x = rng.normal(size=(k * b, 64)).astype(np.float32)
     y = rng.integers(0, 10, size=k * b)
     acc = Accumulator(model, steps=k, fusion="gemm")
+    micro_arrays = []
     for i in range(k):
         part = slice(i * b, (i + 1) * b)
-        with acc.micro_batch():
+        with acc.micro_batch() as probe:
             acc.backward(F.cross_entropy(model(mta.tensor(x[part])), y[part], reduction="sum"), num_items=b)
+        micro_arrays.append(probe.array_peak_bytes)
     micro_peaks = acc.activation_peaks
     acc.zero()
     big = Accumulator(model, steps=1, fusion="gemm")
-    with big.micro_batch():
+    with big.micro_batch() as probe:
         big.backward(F.cross_entropy(model(mta.tensor(x)), y, reduction="sum"), num_items=k * b)
-    big_peak = big.activation_peaks[-1]
-    with PeakMemory("cpu") as single:
-        loss = F.cross_entropy(model(mta.tensor(x[:b])), y[:b], reduction="sum")
-        Accumulator(model, steps=1, fusion="gemm").backward(loss, num_items=b)
-    # every micro-batch peaks like one micro-batch alone (within 30%) ...
-    assert max(micro_peaks) <= 1.3 * single.peak_bytes
-    # ... and at about 1/k of the big batch: 1/8 plus a margin for per-call constants
-    assert max(micro_peaks) / big_peak <= 1 / k * 1.5
+    # equal shapes, equal arrays: every micro-batch needs exactly the same array bytes
+    assert len(set(micro_arrays)) == 1
+    # arrays grow with the items, and GEMM fusion leaves only vector-sized gradient temporaries
+    # (the biases'): within 10% of 1/k, the issue's criterion
+    assert 0.9 / k <= micro_arrays[0] / probe.array_peak_bytes <= 1.1 / k
     report = acc.memory_report(optim.SGD(0.1))
     assert report.arena >= report.parameters > 0 and report.activations == micro_peaks[-1]
+
+
+def test_arrays_of_a_probe_still_alive_at_interpreter_exit_are_freed_quietly() -> None:
+    # such arrays are freed through the counting handler while Python shuts down
+    import subprocess
+    import sys
+
+    program = ("import numpy as np\nfrom minitorch_accum.accum import PeakMemory\n"
+               "with PeakMemory():\n    kept = [np.empty(n) for n in range(1, 2000)]\n"
+               "class Holder:\n    pass\nHolder.arrays = kept\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr

@@ -9,10 +9,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import minitorch_accum as mta
-from benchmarks.end_to_end import END_TO_END, ModelSpec, Settings, main
+from benchmarks.end_to_end import END_TO_END, ModelSpec, Settings, TransformerCase, main
 from benchmarks.harness import run_benchmark
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -113,3 +114,50 @@ def test_cuda_without_a_gpu_is_refused(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["--device", "cuda", "--out", str(tmp_path)]) == 2
     assert "no CUDA device" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+TINY_TRANSFORMER = TransformerCase("tiny_transformer", block_size=8, n_layer=1, n_head=2, n_embd=16, repeats=1,
+                                   warmup=0)
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="the PyTorch twin needs torch")
+def test_the_transformer_twin_has_our_weights_tied_head_and_gradients() -> None:
+    import torch
+
+    rng = np.random.default_rng(0)
+    ours = TINY_TRANSFORMER.model("cpu", rng)
+    ids, targets = TINY_TRANSFORMER.data(6, rng)
+    theirs = TINY_TRANSFORMER.torch_model(torch, ours)
+    assert theirs.wte.weight is theirs.head.weight  # tied there too: one parameter, both gradients in it
+    assert len(list(theirs.parameters())) == len(ours.parameters())
+    loss = TINY_TRANSFORMER.loss(ours, mta.tensor(ids), mta.tensor(targets))
+    grads = loss.backward()
+    their_loss = TINY_TRANSFORMER.torch_loss(torch, theirs, torch.from_numpy(ids), torch.from_numpy(targets))
+    their_loss.backward()
+    # float32, the same operations in another order: a few ulps of a loss summed over 48 items
+    np.testing.assert_allclose(loss.item(), their_loss.item(), rtol=1e-5)
+    their_params = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        mine = np.asarray(grads[p])
+        mine = mine.T if p.layout == "in_out" else mine
+        np.testing.assert_allclose(mine, their_params[name].grad.numpy(), rtol=1e-3, atol=1e-5, err_msg=name)
+
+
+def test_the_transformer_case_runs_end_to_end_at_one_kth_of_the_memory(tmp_path: Path) -> None:
+    settings = Settings(mode="test", models=(TINY_TRANSFORMER,), ks=(1, 4), micro_batch=4, trace_windows=1,
+                        target_model="tiny_transformer", compare_torch=HAS_TORCH, threads=1)
+    payload, _ = run_benchmark(END_TO_END, settings, tmp_path)
+    model = payload["models"]["tiny_transformer"]
+    assert model["items_per_micro_batch"] == 4 * 8 and model["block_size"] == 8
+    assert model["parameters_finite_after"] is True
+    for k in ("1", "4"):
+        row = model["by_k"][k]
+        for f in row["fusions"].values():
+            assert _positive(f["items_per_second"])
+            if HAS_TORCH:
+                assert _positive(f["vs_torch"])
+    for fusion, by_k in model["memory"].items():
+        entry = by_k["4"]
+        # activations grow with batch x block: one micro-batch's arrays are 1/k of the big batch's
+        assert 0.9 / 4 <= entry["ratio"] <= 1.1 / 4, (fusion, entry)
+        assert entry["micro_batch_total_bytes"] >= entry["micro_batch_peak_bytes"] > 0
