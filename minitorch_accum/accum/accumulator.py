@@ -198,15 +198,17 @@ class Accumulator:
 
     @contextlib.contextmanager
     def micro_batch(self) -> Iterator[PeakMemory]:
-        """Measure the peak memory of one micro-batch's forward and backward (activations
-        and temporaries), appended to ``activation_peaks``:
+        """Measure the peak memory of one micro-batch's forward and backward: the activation
+        arrays (saved activations and temporaries) are appended to ``activation_peaks``; the
+        probe also has the Python objects apart (``other_bytes``):
 
             with acc.micro_batch():
                 acc.backward(loss_fn(model(xb), yb), num_items=len(yb))
         """
         with PeakMemory(self.device()) as probe:
             yield probe
-        self.activation_peaks.append(probe.peak_bytes)
+        arrays = probe.array_peak_bytes
+        self.activation_peaks.append(probe.peak_bytes if arrays is None else arrays)
 
     # ----------------------------------------------------------- window end
     def window_scale(self) -> float:

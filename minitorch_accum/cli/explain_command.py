@@ -31,13 +31,14 @@ def _kib(n: float) -> str:
 
 
 def explain_window(dataset: str, k: int, micro_batch: int, reduction: str, fusion: str, dtype: str,
-                   seed: int = 0, communicator: Communicator | None = None) -> dict[str, Any]:
+                   seed: int = 0, communicator: Communicator | None = None,
+                   block_size: int | None = None) -> dict[str, Any]:
     """Run one window and return what happened (also used by the tests)."""
     if k <= 0:
         raise ValueError(f"--accum (k) must be positive, got {k}")
     comm = communicator if communicator is not None else make_communicator("auto")
     manual_seed(seed)
-    task = load_task(dataset, dtype=dtype)
+    task = load_task(dataset, dtype=dtype, block_size=block_size)
     model = task.model
     loader = DataLoader(task.train, micro_batch, shuffle=True, seed=seed)
     window = rank_windows(len(loader), k, comm.world_size, comm.rank)[0]
@@ -47,13 +48,13 @@ def explain_window(dataset: str, k: int, micro_batch: int, reduction: str, fusio
     micro = []
     for index in window.batches:
         x, y = loader.batch(0, index)
-        with acc.micro_batch():
+        with acc.micro_batch() as probe:
             logits = model(tensor(x, dtype=dtype) if x.dtype.kind == "f" else x)
             loss = F.cross_entropy(logits, y, reduction="mean" if reduction == "mean" else "sum")
             items = F.count_items(y)
             acc.backward(loss, num_items=items)
-        micro.append({"index": index, "items": items, "loss": float(loss.item()),
-                      "peak_bytes": acc.activation_peaks[-1]})
+        micro.append({"index": index, "rows": len(y), "items": items, "loss": float(loss.item()),
+                      "array_bytes": acc.activation_peaks[-1], "other_bytes": probe.other_bytes})
     scale = acc.window_scale()  # with several ranks, the window is summed over them here
     summed = acc.grads()
     grads = {name: np.array(summed[p], dtype=np.float64) for name, p in model.named_parameters() if p in summed}
@@ -83,17 +84,19 @@ def _print_events(events: list[Any]) -> None:
 
 def explain_command(args: Any) -> int:
     report = explain_window(args.dataset, args.accum, args.micro_batch, args.reduction, args.fusion, args.dtype,
-                            args.seed)
+                            args.seed, block_size=args.block_size)
     if report["rank"] != 0:
         return 0  # rank 0 tells the story
     ranks = report["world_size"]
     share = f" on each of {ranks} ranks (window of {report['used']})" if ranks > 1 else ""
-    print(f"One window of k={args.accum} micro-batches of {args.micro_batch} items{share}: {report['task']}")
+    rows = "items" if args.dataset == "digits" else "rows"  # a row of sequences or chars holds several items
+    print(f"One window of k={args.accum} micro-batches of {args.micro_batch} {rows}{share}: {report['task']}")
     print(f"reduction={args.reduction}, fusion={args.fusion}, dtype={args.dtype}\n")
     trace = report["trace"]
     for position, m in enumerate(report["micro"]):
+        other = "" if m["other_bytes"] is None else f" (+{_kib(m['other_bytes'])} of Python objects)"
         print(f"micro-batch {m['index']}: {m['items']} items, loss {m['loss']:.4f}, "
-              f"peak activation memory {_kib(m['peak_bytes'])}")
+              f"activation arrays at the peak {_kib(m['array_bytes'])}{other}")
         _print_events([e for e in trace.events if e.micro_batch == position and e.window == 0])
     print()
     if report["collective"] is not None:

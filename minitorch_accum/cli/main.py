@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--fusion", choices=("leaf", "gemm", "none"), default="gemm", help="where gradients land")
     explain.add_argument("--dtype", choices=("float32", "float64"), default="float64", help="parameter dtype")
     explain.add_argument("--seed", type=int, default=0, help="seed of the model and the data order")
+    explain.add_argument("--block-size", type=int, default=None,
+                         help="characters per window (--dataset chars; default: the task's)")
 
     bench = _command(sub, "bench", "kernel and end-to-end benchmarks (programs of a checkout's benchmarks/)")
     bench.add_argument("which", choices=("kernels", "end-to-end", "all-reduce"), help="which benchmark")
