@@ -7,6 +7,7 @@ shape and the engine sums them back to each input's shape.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from typing import Any
 
 from minitorch_accum.ops.function import Context, Function
@@ -148,12 +149,14 @@ class _Unary(Function):
     saves_input = False
 
     @staticmethod
+    @abstractmethod
     def value(xp: Any, x: Any) -> Any:
-        raise NotImplementedError
+        """The op's output for input ``x``."""
 
     @staticmethod
+    @abstractmethod
     def input_grad(xp: Any, grad: Any, saved: Any) -> Any:
-        raise NotImplementedError
+        """The input's gradient from the output's and the saved array."""
 
     @classmethod
     def forward(cls, ctx: Context, x: Any) -> Any:
