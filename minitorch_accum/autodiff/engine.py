@@ -43,12 +43,12 @@ class Edge:
     __slots__ = ("backend", "dtype", "leaf", "node", "requires_grad", "shape")
 
     def __init__(self, tensor: Tensor) -> None:
-        self.node: Node | None = tensor._node if tensor.requires_grad else None
-        self.leaf: Tensor | None = tensor if tensor.requires_grad and tensor._node is None else None
+        self.node: Node | None = tensor.grad_fn if tensor.requires_grad else None
+        self.leaf: Tensor | None = tensor if tensor.requires_grad and tensor.grad_fn is None else None
         self.requires_grad = tensor.requires_grad
         self.shape = tensor.shape
         self.dtype = tensor.dtype
-        self.backend = tensor._backend
+        self.backend = tensor.backend
 
 
 class Node:
@@ -179,7 +179,7 @@ def run_backward(
             "backward: this tensor does not require grad (no parameter or requires_grad=True "
             "tensor took part in computing it, or it was computed under no_grad())"
         )
-    xp = root._backend.xp
+    xp = root.backend.xp
     if grad is None:
         if root.size != 1:
             raise RuntimeError(
@@ -196,14 +196,14 @@ def run_backward(
     collector = _CollectGradients() if sink is None else None
     route = sink if sink is not None else collector
 
-    if root._node is None:  # a leaf asked for its own gradient
+    if root.grad_fn is None:  # a leaf asked for its own gradient
         if route.accepts(root):
             route.add(root, grad)
         return None if sink is not None else Gradients(collector.entries)
 
-    pending: dict[int, Any] = {id(root._node): grad}
+    pending: dict[int, Any] = {id(root.grad_fn): grad}
     with np.errstate(all="ignore"):  # inf and nan are results (loss scaling relies on seeing them)
-        _walk(_topological_order(root._node), pending, route, retain_graph)
+        _walk(_topological_order(root.grad_fn), pending, route, retain_graph)
     return None if sink is not None else Gradients(collector.entries)
 
 

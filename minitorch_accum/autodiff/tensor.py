@@ -122,6 +122,12 @@ class Tensor:
         return self._node is None
 
     @property
+    def grad_fn(self) -> Node | None:
+        """The graph node that made this tensor (its op, what it saved, its inputs); None for a
+        leaf or a tensor made without recording (PyTorch's name)."""
+        return self._node
+
+    @property
     def grad(self) -> Any:
         """Always an error: gradients live in the container ``backward()`` returns."""
         raise AttributeError(_NO_GRAD_ATTRIBUTE)

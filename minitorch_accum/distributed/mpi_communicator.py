@@ -62,13 +62,13 @@ class MPICommunicator(Communicator):
         self._host("iallreduce", array, *(() if comp is None else (comp,)))
         if comp is None:
             return Pending(self.comm.Iallreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM).Wait)
-        packed = np.stack([acc_flat := array.reshape(-1), comp.reshape(-1)], axis=1)
+        packed = np.stack([array.reshape(-1), comp.reshape(-1)], axis=1)
         pair, op = self._pair_op(array.dtype)
         request = self.comm.Iallreduce(self.MPI.IN_PLACE, [packed, pair], op=op)
 
-        def finish() -> None:
+        def finish() -> None:  # the packed copy lives until here, as the request needs
             request.Wait()
-            acc_flat[...] = packed[:, 0]
+            array.reshape(-1)[...] = packed[:, 0]
             comp.reshape(-1)[...] = packed[:, 1]
 
         return Pending(finish)

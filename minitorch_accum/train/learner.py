@@ -495,9 +495,12 @@ class Learner:
         rng = get_rng_state()
         rng_ranks = gather_json(self.comm, rng) if self.world_size > 1 else None
         acc_state = self.accumulator.state_dict()
-        opt_state = self.stepper.state_dict()  # ZeRO-1: gathered from the shards (every rank takes part)
+        if self.stepper is not self.optimizer:
+            opt_state = self.stepper.state_dict()  # ZeRO-1 gathers the shards: every rank takes part
         if not self.is_main:
             return None
+        if self.stepper is self.optimizer:
+            opt_state = self.optimizer.state_dict()
         opt_arrays = {f"{name}/{slot}": value for name, slots in opt_state["state"].items()
                       for slot, value in slots.items() if isinstance(value, np.ndarray)}
         opt_scalars = {name: {slot: value for slot, value in slots.items() if not isinstance(value, np.ndarray)}
