@@ -94,13 +94,17 @@ class DataParallel:
         # bucket already in flight is written to afterwards
         store.zero_unwritten()
         self._zeroed = True
-        index = {id(p): name for name, p in zip(store.arena.names, store.arena.params, strict=True)}
-        names = {name: i for i, name in index.items()}
-        self._waiting = {b.index: {names[n] for n in b.params} for b in self.buckets(store)}
+        ids = {name: id(p) for name, p in zip(store.arena.names, store.arena.params, strict=True)}
+        self._waiting = {b.index: {ids[n] for n in b.params} for b in self.buckets(store)}
         self._launched = 0
+        # a parameter cut by a bucket edge waits in both buckets
+        waiting_on: dict[int, list[set[int]]] = {}
+        for waiting in self._waiting.values():
+            for param_id in waiting:
+                waiting_on.setdefault(param_id, []).append(waiting)
 
         def leaf_done(param: Any) -> None:
-            for waiting in self._waiting.values():
+            for waiting in waiting_on.get(id(param), ()):
                 waiting.discard(id(param))
             self._launch(store, only_ready=True)
 

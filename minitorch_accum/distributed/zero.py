@@ -25,6 +25,7 @@ import numpy as np
 
 from minitorch_accum import kernels
 from minitorch_accum.accum import Accumulator, ArenaStore, GradArena
+from minitorch_accum.distributed.buckets import Bucket
 from minitorch_accum.distributed.checkpoint_broadcast import gather_json
 from minitorch_accum.distributed.communicator import Communicator
 from minitorch_accum.distributed.data_parallel import DataParallel
@@ -85,9 +86,8 @@ class ZeroRedundancy(DataParallel):
             nbytes = buffer.nbytes * (1 if comp is None else 2)
             self.last.buckets.append((index, nbytes, time.perf_counter() - start_time))
 
-    def buckets(self, store: ArenaStore) -> list[Any]:
-        from minitorch_accum.distributed.buckets import Bucket
-
+    def buckets(self, store: ArenaStore) -> list[Bucket]:
+        """One bucket per flat buffer: ZeRO-1 reduce-scatters each buffer in one call."""
         return [Bucket(i, dtype, 0, int(buffer.size), tuple(store.arena.names))
                 for i, (dtype, buffer) in enumerate(store.arena.buffers.items())]
 
