@@ -130,7 +130,7 @@ WIDE = ModelSpec("wide_mlp", (1024, 4096, 4096, 10), "synthetic", repeats=7, war
 
 @dataclass(frozen=True)
 class TransformerCase:
-    """The character transformer of ``maccum train --dataset chars`` (``cli.tasks.CharTransformer``:
+    """The character transformer of ``maccum train --dataset chars`` (``models.CharTransformer``:
     causal multi-head attention, GELU MLP, LayerNorm, residuals, a head tied to the token
     embedding) on windows of the shipped text. A row is a window of ``block_size`` characters;
     its items are the ``block_size`` target characters."""
@@ -153,7 +153,7 @@ class TransformerCase:
         return load_chars(self.block_size).split(0.9)[0]
 
     def config(self) -> Any:
-        from minitorch_accum.cli.tasks import TransformerConfig
+        from minitorch_accum.models import TransformerConfig
 
         return TransformerConfig(self._train_windows().vocab_size, self.block_size, self.n_layer, self.n_head,
                                  self.n_embd)
@@ -167,7 +167,7 @@ class TransformerCase:
 
     def model(self, device: str, rng: np.random.Generator) -> nn.Module:
         from minitorch_accum.backend import manual_seed
-        from minitorch_accum.cli.tasks import CharTransformer
+        from minitorch_accum.models import CharTransformer
 
         manual_seed(int(rng.integers(2**31)))  # the model draws its initial values from the seeded generator
         model = CharTransformer(self.config())

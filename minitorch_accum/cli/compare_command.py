@@ -17,17 +17,22 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from minitorch_accum.cli.train_command import run_training
 from minitorch_accum.data import DEFAULT_BLOCK_SIZE
 from minitorch_accum.train.progress import activation_memory, format_bytes
+from minitorch_accum.train.settings import commanded
 
 __all__ = ["MEMORY_TOLERANCE", "compare_command", "compare_runs", "memory_statistic", "write_compare_plot"]
 
 #: the accumulated run's activation arrays should be within this share of 1/k of the big batch's
 MEMORY_TOLERANCE = 0.10
+
+#: the settings compare.json records: those of the command's own options
+COMPARED_SETTINGS = tuple(row.name for row in commanded("compare") if row.name != "out")
 
 DEFINITIONS = {
     "array_bytes": "activation memory: the largest peak, over a window's micro-batches, of the bytes of arrays "
@@ -61,16 +66,18 @@ def memory_statistic(steps: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def compare_runs(args: Any, out: Path) -> list[dict[str, Any]]:
-    """Train ``k x b``, ``k*b`` and ``b`` from the same seed and data order; one dict per run."""
-    b, k = args.micro_batch, args.accum
+def compare_runs(values: Mapping[str, Any], out: Path) -> list[dict[str, Any]]:
+    """Train ``k x b``, ``k*b`` and ``b`` from the same seed and data order; one dict per run
+    (``values``: the settings table's values by row name)."""
+    b, k = values["micro_batch"], values["grads_accumulation"]
     runs = [("accumulated", b, k), ("one big batch", k * b, 1), ("no accumulation", b, 1)]
     results = []
     for kind, micro, accum in runs:
         slug = f"b{micro}_k{accum}"
         print(f"--- {kind}: micro-batch {micro}, k={accum}")
         start = time.perf_counter()
-        history = run_training(args, out / slug, micro, accum, args.progress, overwrite=True)  # compare re-runs
+        history = run_training({**values, "out": out / slug, "micro_batch": micro, "grads_accumulation": accum,
+                                "overwrite": True})  # compare re-runs
         seconds = time.perf_counter() - start
         items, curve = 0, []
         for record in history.steps:
@@ -215,21 +222,21 @@ def write_compare_plot(results: list[dict[str, Any]], path: Path, title: str) ->
     fig.savefig(path, dpi=110)
 
 
-def compare_command(args: Any) -> int:
-    out = Path(args.out)
+def compare_command(values: Mapping[str, Any]) -> int:
+    out = Path(values["out"])
     out.mkdir(parents=True, exist_ok=True)
-    results = compare_runs(args, out)
+    results = compare_runs(values, out)
     table = markdown_table(results)
-    verdict = summary(results, args.accum, args.dtype)
+    verdict = summary(results, values["grads_accumulation"], values["dtype"])
     (out / "compare.md").write_text(table + "\n\n" + "\n".join(verdict) + "\n", encoding="utf-8")
-    settings = {key: value for key, value in vars(args).items() if isinstance(value, int | float | str | bool)}
+    settings = {name: values[name] for name in COMPARED_SETTINGS}
     (out / "compare.json").write_text(json.dumps({
         "settings": settings, "definitions": DEFINITIONS, "memory_ratio": _ratio(results),
         "memory_tolerance": MEMORY_TOLERANCE, "runs": results}, indent=1) + "\n", encoding="utf-8")
     acc = results[0]
-    block = getattr(args, "block_size", None)
-    title = f"{args.dataset}: {acc['name']} against {results[1]['name']} and {results[2]['name']}"
-    if args.dataset == "chars":
+    block = values["block_size"]
+    title = f"{values['dataset']}: {acc['name']} against {results[1]['name']} and {results[2]['name']}"
+    if values["dataset"] == "chars":
         title += f" (windows of {block or DEFAULT_BLOCK_SIZE} characters)"
     write_compare_plot(results, out / "compare.png", title)
     print()

@@ -10,6 +10,7 @@ its share of a window of R*k micro-batches, and the window's reduction over the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -82,16 +83,18 @@ def _print_events(events: list[Any]) -> None:
               f"{e.seconds * 1e6:8.1f} us")
 
 
-def explain_command(args: Any) -> int:
-    report = explain_window(args.dataset, args.accum, args.micro_batch, args.reduction, args.fusion, args.dtype,
-                            args.seed, block_size=args.block_size)
+def explain_command(values: Mapping[str, Any]) -> int:
+    """Print one window of the settings ``values`` (the table's, by row name)."""
+    dataset, k, b = values["dataset"], values["grads_accumulation"], values["micro_batch"]
+    reduction, fusion, dtype = values["reduction"], values["fusion"], values["dtype"]
+    report = explain_window(dataset, k, b, reduction, fusion, dtype, values["seed"], block_size=values["block_size"])
     if report["rank"] != 0:
         return 0  # rank 0 tells the story
     ranks = report["world_size"]
     share = f" on each of {ranks} ranks (window of {report['used']})" if ranks > 1 else ""
-    rows = "items" if args.dataset == "digits" else "rows"  # a row of sequences or chars holds several items
-    print(f"One window of k={args.accum} micro-batches of {args.micro_batch} {rows}{share}: {report['task']}")
-    print(f"reduction={args.reduction}, fusion={args.fusion}, dtype={args.dtype}\n")
+    rows = "items" if dataset == "digits" else "rows"  # a row of sequences or chars holds several items
+    print(f"One window of k={k} micro-batches of {b} {rows}{share}: {report['task']}")
+    print(f"reduction={reduction}, fusion={fusion}, dtype={dtype}\n")
     trace = report["trace"]
     for position, m in enumerate(report["micro"]):
         other = "" if m["other_bytes"] is None else f" (+{_kib(m['other_bytes'])} of Python objects)"
@@ -108,19 +111,19 @@ def explain_command(args: Any) -> int:
         print("one process: nothing to reduce (under mpiexec -n R the window is summed over the ranks once, here)")
     rule = {"items": f"divide the summed gradient by the window's {report['items']} items",
             "mean": f"divide by the {report['used']} micro-batches accumulated",
-            "sum": "no division"}[args.reduction]
-    print(f"normalization ({args.reduction}): {rule} -> scale {report['scale']:.6g}")
+            "sum": "no division"}[reduction]
+    print(f"normalization ({reduction}): {rule} -> scale {report['scale']:.6g}")
     _print_events([e for e in trace.events if e.micro_batch < 0 and e.kernel != "allreduce"])
     worst = max(report["differences"].values())
-    tolerance = 1e-12 if args.dtype == "float64" else 1e-5
+    tolerance = 1e-12 if dtype == "float64" else 1e-5
     print(f"\ncheck against one batch of the same {report['items']} items (summed loss / items):")
     for name, diff in report["differences"].items():
         print(f"    {name:<18} max |window - big batch| = {diff:.3e}")
-    if args.reduction == "items":
+    if reduction == "items":
         verdict = "equal" if worst <= tolerance else "NOT equal"
-        print(f"window gradient and big-batch gradient are {verdict} (tolerance {tolerance:g} for {args.dtype}; "
+        print(f"window gradient and big-batch gradient are {verdict} (tolerance {tolerance:g} for {dtype}; "
               "only the summation order differs)")
     else:
-        print(f"reduction={args.reduction} is not the per-item mean of the window when micro-batches hold "
+        print(f"reduction={reduction} is not the per-item mean of the window when micro-batches hold "
               "different numbers of items; the difference above is the price of that")
     return 0

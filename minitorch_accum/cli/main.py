@@ -5,10 +5,24 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+from minitorch_accum.train.settings import TRAINING_COMMANDS, add_options, read_options
 
 __all__ = ["build_parser", "main"]
 
-_PROGRESS = ("auto", "rich", "plain", "none")
+# each command's own defaults, where they differ from the settings table's command-line defaults
+_COMMAND_DEFAULTS: dict[str, dict[str, Any]] = {
+    # the transformer shows the memory story in megabytes, where the digits MLP has kilobytes
+    "compare": {"dataset": "chars", "out": "runs/compare"},
+    # one small window, in float64 so the check against the big batch is exact to rounding
+    "explain": {"grads_accumulation": 4, "micro_batch": 8, "dtype": "float64"},
+}
+_HELP = {
+    "train": "train a built-in task with gradient accumulation (data-parallel under mpiexec)",
+    "compare": "k x b against k*b and b, from the same seed",
+    "explain": "one window, kernel by kernel, checked against the big batch",
+}
 
 
 def _command(sub: argparse._SubParsersAction, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -18,47 +32,11 @@ def _command(sub: argparse._SubParsersAction, name: str, help_text: str) -> argp
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from minitorch_accum.cli.train_command import add_training_arguments
-
     parser = argparse.ArgumentParser(prog="maccum", description="Gradient accumulation: train, compare, explain, "
                                      "measure.")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    train = _command(sub, "train", "train a built-in task with gradient accumulation (data-parallel under mpiexec)")
-    add_training_arguments(train)
-    train.add_argument("--out", default="runs/train", help="directory for metrics, checkpoints, final parameters")
-    train.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
-    train.add_argument("--overwrite", action="store_true",
-                       help="start afresh in an --out that already holds a run (its files are replaced)")
-    train.add_argument("--allow-config-change", action="store_true",
-                       help="with --resume: continue even if settings differ from the checkpoint's (says which)")
-    train.add_argument("--checkpoint-every", type=int, default=10, help="optimizer steps between checkpoints")
-    train.add_argument("--distributed", choices=("auto", "mpi", "nccl", "local"), default="auto",
-                       help="communicator: auto = MPI when started by mpiexec with more than one rank")
-    train.add_argument("--zero", action="store_true",
-                       help="ZeRO-1: shard the reduced gradient and the optimizer state over the ranks")
-    train.add_argument("--overlap", action="store_true",
-                       help="start each bucket's reduction during the window's last backward (data-parallel)")
-    train.add_argument("--progress", choices=_PROGRESS, default="auto", help="progress display (rank 0 only)")
-
-    compare = _command(sub, "compare", "k x b against k*b and b, from the same seed")
-    add_training_arguments(compare)
-    # the transformer shows the memory story in megabytes, where the digits MLP has kilobytes
-    compare.set_defaults(dataset="chars")
-    compare.add_argument("--out", default="runs/compare", help="directory for the runs, compare.png and compare.md")
-    compare.add_argument("--progress", choices=_PROGRESS, default="auto", help="progress display")
-
-    explain = _command(sub, "explain", "one window, kernel by kernel, checked against the big batch")
-    explain.add_argument("--dataset", choices=("digits", "sequences", "chars"), default="digits",
-                         help="built-in task (chars: the character transformer over Shakespeare)")
-    explain.add_argument("--accum", type=int, default=4, help="micro-batches in the window (k)")
-    explain.add_argument("--micro-batch", type=int, default=8, help="items per micro-batch (b)")
-    explain.add_argument("--reduction", choices=("items", "mean", "sum"), default="items", help="normalization")
-    explain.add_argument("--fusion", choices=("leaf", "gemm", "none"), default="gemm", help="where gradients land")
-    explain.add_argument("--dtype", choices=("float32", "float64"), default="float64", help="parameter dtype")
-    explain.add_argument("--seed", type=int, default=0, help="seed of the model and the data order")
-    explain.add_argument("--block-size", type=int, default=None,
-                         help="characters per window (--dataset chars; default: the task's)")
+    for command in TRAINING_COMMANDS:  # their options are the rows of the settings table
+        add_options(_command(sub, command, _HELP[command]), command, _COMMAND_DEFAULTS.get(command))
 
     bench = _command(sub, "bench", "kernel and end-to-end benchmarks (programs of a checkout's benchmarks/)")
     bench.add_argument("which", choices=("kernels", "end-to-end", "all-reduce"), help="which benchmark")
@@ -91,18 +69,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     from minitorch_accum.train import TrainingInterrupted
 
     try:
-        if args.command == "train":
-            from minitorch_accum.cli.train_command import train_command
+        if args.command in TRAINING_COMMANDS:
+            values = read_options(args, args.command)
+            if args.command == "train":
+                from minitorch_accum.cli.train_command import train_command
 
-            return train_command(args)
-        if args.command == "compare":
-            from minitorch_accum.cli.compare_command import compare_command
+                return train_command(values)
+            if args.command == "compare":
+                from minitorch_accum.cli.compare_command import compare_command
 
-            return compare_command(args)
-        if args.command == "explain":
+                return compare_command(values)
             from minitorch_accum.cli.explain_command import explain_command
 
-            return explain_command(args)
+            return explain_command(values)
         if args.command == "bench":
             return _bench(args.which, args.rest)
         from minitorch_accum.kernels.__main__ import main as kernels_main

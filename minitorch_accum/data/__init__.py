@@ -11,7 +11,11 @@ from minitorch_accum.data.datasets import (
 )
 from minitorch_accum.data.loader import DataLoader, Dataset
 
+#: the built-in data sets (the ``maccum`` tasks train one each)
+DATASETS = ("digits", "sequences", "chars")
+
 __all__ = [
+    "DATASETS",
     "DEFAULT_BLOCK_SIZE",
     "PAD_TARGET",
     "ArrayDataset",

@@ -42,6 +42,10 @@ class Adam(Optimizer):
             "weight_decay": _check_range("weight_decay", h["weight_decay"], 0.0, float("inf")),
         }
 
+    def state_slots(self) -> int:
+        """The two moments, exp_avg and exp_avg_sq."""
+        return 2
+
     def _update(self, entries: list[UpdateEntry], settings: dict[str, Any], grad_scale: float) -> None:
         def step_of(name: str, _: Any) -> int:
             return int(self.state.get(name, {}).get("step", 0))

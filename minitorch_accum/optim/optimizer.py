@@ -198,6 +198,11 @@ class Optimizer(ABC):
         """Apply the update rule with one group's ``settings`` to its entries, each gradient
         taken times ``grad_scale``."""
 
+    @abstractmethod
+    def state_slots(self) -> int:
+        """How many arrays of a parameter's size this optimizer keeps per parameter (momentum,
+        moments), for planning memory before the first step allocates them."""
+
     # ------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
         """Counters, hyperparameters (with the groups' inside, see ``hyperparameters``), and

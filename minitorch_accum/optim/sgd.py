@@ -44,6 +44,10 @@ class SGD(Optimizer):
             raise ValueError("SGD: nesterov needs momentum > 0 and dampening = 0")
         return checked
 
+    def state_slots(self) -> int:
+        """One momentum buffer per parameter when any group uses momentum, none otherwise."""
+        return int(any(group["momentum"] != 0.0 for group in self.param_groups))
+
     def _update(self, entries: list[UpdateEntry], settings: dict[str, Any], grad_scale: float) -> None:
         uses_momentum = settings["momentum"] != 0.0
 

@@ -1,4 +1,5 @@
-"""Training: the Learner and its builder, the step protocol, metrics, checkpoints, progress."""
+"""Training: the Learner and its builder, the settings table, the step protocol, metrics,
+checkpoints, progress."""
 
 from minitorch_accum.train.builder import LearnerBuilder
 from minitorch_accum.train.checkpoint import (
@@ -7,20 +8,22 @@ from minitorch_accum.train.checkpoint import (
     FileCheckpointer,
     LoadedCheckpoint,
 )
-from minitorch_accum.train.learner import DistributedConfig, History, Learner, LearnerConfig
+from minitorch_accum.train.history import History
+from minitorch_accum.train.learner import Learner
 from minitorch_accum.train.memory_budget import MemoryBudgetError, MemoryPlan
 from minitorch_accum.train.metrics import MetricsLogError
 from minitorch_accum.train.run_directory import RunDirectoryError, check_run_directory
 from minitorch_accum.train.run_lock import RunLock, RunLockedError
 from minitorch_accum.train.run_settings import SettingsMismatchError
+from minitorch_accum.train.settings import SETTINGS, LearnerConfig, Setting
 from minitorch_accum.train.step import Classifier, TrainOutput, ValidOutput
 from minitorch_accum.train.stop_request import TrainingInterrupted
 
 __all__ = [
+    "SETTINGS",
     "CheckpointError",
     "CheckpointFallbackWarning",
     "Classifier",
-    "DistributedConfig",
     "FileCheckpointer",
     "History",
     "Learner",
@@ -33,6 +36,7 @@ __all__ = [
     "RunDirectoryError",
     "RunLock",
     "RunLockedError",
+    "Setting",
     "SettingsMismatchError",
     "TrainOutput",
     "TrainingInterrupted",

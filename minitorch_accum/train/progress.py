@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
+from minitorch_accum.train.metrics import METRICS
+
 __all__ = ["PROGRESS_MODES", "Progress", "activation_memory", "format_bytes", "make_progress"]
 
 PROGRESS_MODES = ("auto", "rich", "plain", "none")
@@ -29,7 +31,6 @@ class Progress:
         """End the display."""
 
 
-_ALL_METRICS = ("loss", "accuracy", "items_per_second", "grad_norm", "lr", "peak_memory")
 
 
 def format_bytes(count: float) -> str:
@@ -59,7 +60,7 @@ def _memory_text(record: dict[str, Any]) -> str:
     return f"act {format_bytes(arrays)} arrays +{format_bytes(other)} other"
 
 
-def _summary(record: dict[str, Any], metrics: tuple[str, ...] = _ALL_METRICS) -> str:
+def _summary(record: dict[str, Any], metrics: tuple[str, ...] = METRICS) -> str:
     """One line for a metrics record, showing the metrics chosen with LearnerBuilder.metric()."""
     parts = [f"epoch {record['epoch']}", f"step {record['step']}"]
     if "loss" in metrics:
@@ -83,7 +84,7 @@ class PlainProgress(Progress):
     """One line per optimizer step (every ``every`` steps), for logs and pipes."""
 
     def __init__(self, stream: TextIO | None = None, every: int | None = None,
-                 metrics: tuple[str, ...] = _ALL_METRICS) -> None:
+                 metrics: tuple[str, ...] = METRICS) -> None:
         self.stream = stream or sys.stdout
         self.every = every
         self.metrics = metrics
@@ -135,7 +136,7 @@ class RichProgress(Progress):
 
 
 def make_progress(mode: str = "auto", stream: TextIO | None = None,
-                  metrics: tuple[str, ...] = _ALL_METRICS) -> Progress:
+                  metrics: tuple[str, ...] = METRICS) -> Progress:
     """``"auto"``: rich on a terminal, plain otherwise; or exactly ``"rich"``/``"plain"``/``"none"``."""
     if mode not in PROGRESS_MODES:
         raise ValueError(f"progress must be one of {', '.join(PROGRESS_MODES)}, got {mode!r}")

@@ -11,7 +11,8 @@ import pytest
 
 import minitorch_accum as mta
 from minitorch_accum.cli import main
-from minitorch_accum.cli.tasks import CharTransformer, TransformerConfig, load_task
+from minitorch_accum.cli.tasks import load_task
+from minitorch_accum.models import CharTransformer, TransformerConfig
 from minitorch_accum.nn import functional as F
 
 

@@ -67,7 +67,23 @@ def test_explain_shows_the_mean_bug_on_sequences(capsys: pytest.CaptureFixture) 
 
 def test_bad_arguments_exit_with_a_clear_message(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["train", "--accum", "0", "--out", str(tmp_path), "--progress", "none"]) == 2
-    assert "--accum (k) must be positive, got 0" in capsys.readouterr().err
+    assert "--accum (k) must be a positive int, got 0" in capsys.readouterr().err
     assert main(["explain", "--accum", "-1"]) == 2
+    assert "--accum (k) must be a positive int, got -1" in capsys.readouterr().err
     assert main(["train", "--out", str(tmp_path / "none"), "--resume", "--progress", "none"]) == 2
     assert "no checkpoint found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("command", "option", "value", "said"), [
+    ("compare", "--accum", "0", "--accum (k) must be a positive int, got 0"),
+    ("explain", "--micro-batch", "0", "--micro-batch must be a positive int, got 0"),
+    ("train", "--lr", "nan", "--lr must be a positive finite number, got nan"),
+    ("train", "--epochs", "two", "--epochs must be a positive int, got 'two'"),
+])
+def test_a_bad_option_is_named_before_anything_is_written(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                           command: str, option: str, value: str, said: str) -> None:
+    out = ["--out", str(tmp_path / "run")] if command != "explain" else []
+    assert main([command, option, value, *out, "--progress", "none"][: None if out else -2]) == 2
+    err = capsys.readouterr().err
+    assert err == f"maccum {command}: error: {said}\n"
+    assert not (tmp_path / "run").exists()

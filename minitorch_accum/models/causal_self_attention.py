@@ -1,0 +1,32 @@
+"""Causal multi-head self-attention, nanoGPT's shape."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from minitorch_accum.autodiff import Tensor
+from minitorch_accum.nn import Linear, Module
+from minitorch_accum.nn import functional as F
+
+if TYPE_CHECKING:
+    from minitorch_accum.models.char_transformer import TransformerConfig
+
+__all__ = ["CausalSelfAttention"]
+
+
+class CausalSelfAttention(Module):
+    """q, k, v from one Linear, heads attend only to earlier positions, one output Linear."""
+
+    def __init__(self, config: TransformerConfig, dtype: Any) -> None:
+        self.qkv = Linear(config.n_embd, 3 * config.n_embd, dtype=dtype)
+        self.proj = Linear(config.n_embd, config.n_embd, dtype=dtype)
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+
+    def forward(self, x: Tensor) -> Tensor:
+        batch, length, width = x.shape
+        q, k, v = (t.view(batch, length, self.n_head, width // self.n_head).transpose(1, 2)
+                   for t in self.qkv(x).split(self.n_embd, dim=2))
+        # one fused op that keeps only the attention probabilities for backward
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).contiguous().view(batch, length, width))

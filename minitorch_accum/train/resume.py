@@ -1,0 +1,187 @@
+"""The Learner's checkpoints: what one holds, saving it, resuming a run from it, the final file.
+
+A checkpoint of a run holds the parameters, the optimizer's state, the gradient arena (so a
+checkpoint taken mid-window resumes mid-window), the window's sums, the scheduler, every
+rank's RNG state, the position in the data and the run's settings. Rank 0 writes; every rank
+takes part (its RNG state, ZeRO-1's shards). A resume restores all of it, refusing a run
+made with other settings (``train/run_settings.py``) unless that is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from minitorch_accum.backend import get_rng_state, set_rng_state
+from minitorch_accum.data import DataLoader
+from minitorch_accum.distributed.checkpoint_broadcast import gather_json, share_checkpoint
+from minitorch_accum.train.checkpoint import FileCheckpointer
+from minitorch_accum.train.durable_files import describe_os_error, replace_file_atomically
+from minitorch_accum.train.progress import Progress
+from minitorch_accum.train.run_directory import RunDirectoryError
+from minitorch_accum.train.run_settings import (
+    SettingsMismatchError,
+    compare_settings,
+    describe_changes,
+    record_settings,
+    rescale_k,
+    upgrade_record,
+)
+
+if TYPE_CHECKING:
+    from minitorch_accum.train.learner import Learner
+
+__all__ = ["LearnerCheckpoints"]
+
+#: a checkpoint's position: (optimizer step, epoch, next micro-batch)
+Position = tuple[int, int, int]
+
+
+class LearnerCheckpoints:
+    """Saves and restores one Learner's run in ``DIR/checkpoints`` (always there: periodic saves
+    only when asked for, but an interrupted run always saves)."""
+
+    def __init__(self, learner: Learner) -> None:
+        self.learner = learner
+        self.checkpointer = FileCheckpointer(learner.directory / "checkpoints", keep=learner.config.checkpoint_keep)
+        #: what this run is made of, recorded in each checkpoint (set when fit starts)
+        self.settings: dict[str, Any] = {}
+        #: the position and path of the last checkpoint written (a stop does not save it twice)
+        self.last_saved: tuple[Position | None, Path | None] = (None, None)
+        self.restored_from: Path | None = None
+
+    def record(self, loader: DataLoader) -> dict[str, Any]:
+        """This run's settings, for the checkpoints and the resume comparison."""
+        learner = self.learner
+        return record_settings(learner.config, loader.batch_size, learner.world_size, learner.optimizer)
+
+    # ---------------------------------------------------------------- save
+    def save(self, epoch: int, next_batch: int) -> Path | None:
+        """Rank 0 writes (and returns the path); every rank takes part (its RNG state is gathered)."""
+        learner = self.learner
+        rng = get_rng_state()
+        rng_ranks = gather_json(learner.comm, rng) if learner.world_size > 1 else None
+        acc_state = learner.accumulator.state_dict()
+        if learner.stepper is not learner.optimizer:
+            opt_state = learner.stepper.state_dict()  # ZeRO-1 gathers the shards: every rank takes part
+        if not learner.is_main:
+            return None
+        if learner.stepper is learner.optimizer:
+            opt_state = learner.optimizer.state_dict()
+        opt_arrays = {f"{name}/{slot}": value for name, slots in opt_state["state"].items()
+                      for slot, value in slots.items() if isinstance(value, np.ndarray)}
+        opt_scalars = {name: {slot: value for slot, value in slots.items() if not isinstance(value, np.ndarray)}
+                       for name, slots in opt_state["state"].items()}
+        config = learner.config
+        state = {
+            "epoch": epoch, "next_batch": next_batch, "step": learner.step,
+            "world_size": learner.world_size, "validated": learner.validated,
+            "rng": rng, "rng_ranks": rng_ranks,
+            "scheduler": None if config.lr_scheduler is None else config.lr_scheduler.state_dict(),
+            "optimizer": {"step_count": opt_state["step_count"], "skipped_steps": opt_state["skipped_steps"],
+                          "hyperparameters": opt_state["hyperparameters"], "scalars": opt_scalars},
+            "accumulator": acc_state["meta"],
+            "window": learner.window.state(),
+            "settings": self.settings,
+            "config": {"reduction": config.reduction, "fusion": config.fusion, "num_epochs": config.num_epochs},
+        }
+        arrays = {"model": learner.step_model.to_record(), "optimizer": opt_arrays,
+                  "accumulator": acc_state["arrays"]}
+        if learner.log is not None:
+            learner.log.sync()  # the log holds every step the checkpoint covers
+        path = self.checkpointer.save(f"step{learner.step:07d}-epoch{epoch:04d}-batch{next_batch:06d}", arrays, state)
+        self.last_saved = ((learner.step, epoch, next_batch), path)
+        return path
+
+    # ---------------------------------------------------------------- resume
+    def adopt_settings(self, state: dict[str, Any], loader: DataLoader, progress: Progress) -> None:
+        """Refuse to resume a run made with other settings (unless allowed, then say what changes);
+        on another number of ranks, re-derive k per rank so the window keeps its size."""
+        learner, config = self.learner, self.learner.config
+        saved = state.get("settings")
+        if saved is None:  # a checkpoint of an earlier version: only these were recorded
+            saved = {**self.settings, **{k: v for k, v in state["config"].items() if k in ("reduction", "fusion")}}
+        saved = upgrade_record(saved)
+        saved_world = int(state.get("world_size", 1))
+        if saved_world != learner.world_size:
+            if state["accumulator"]["micro_step"]:
+                raise SettingsMismatchError(
+                    f"the checkpoint was taken mid-window by {saved_world} process(es); resume it with "
+                    f"{saved_world}, or from a checkpoint taken at a window boundary")
+            before = self.settings["window_micro_batches"]
+            if before is not None and before != saved["window_micro_batches"] and \
+                    config.grads_accumulation * saved_world == saved["window_micro_batches"]:
+                k = rescale_k(config.grads_accumulation, saved_world, learner.world_size)
+                progress.message(
+                    f"resuming a run of {saved_world} rank(s) on {learner.world_size}: k per rank "
+                    f"{config.grads_accumulation} -> {k}, so each window keeps {saved['window_micro_batches']} "
+                    f"micro-batches of {loader.batch_size} items")
+                config.grads_accumulation = k
+            if config.accumulation_schedule is not None and \
+                    self.settings["accumulation_schedule"] != saved["accumulation_schedule"]:
+                config.accumulation_schedule = {
+                    int(e): rescale_k(int(total) // saved_world, saved_world, learner.world_size)
+                    for e, total in saved["accumulation_schedule"].items()}
+            self.settings = self.record(loader)
+        changes = compare_settings(saved, self.settings)
+        if changes and not config.allow_config_change:
+            raise SettingsMismatchError(
+                f"resume: the checkpoint in {self.checkpointer.directory} was written with other settings: "
+                f"{describe_changes(changes)}; resume with the same settings, or allow the change "
+                "(allow_config_change / --allow-config-change)")
+        if changes:
+            progress.message(f"resuming with changed settings: {describe_changes(changes)}")
+
+    def restore(self, loader: DataLoader, progress: Progress, notes: list[str]) -> tuple[int, int]:
+        """Load the newest intact checkpoint into the learner; return (epoch, next micro-batch)."""
+        learner = self.learner
+        loaded = None
+        if learner.is_main:
+            checkpoint = self.checkpointer.load_checkpoint(require=("model", "optimizer", "accumulator"))
+            if checkpoint.message is not None:
+                notes.append(checkpoint.message)  # latest was damaged: an older intact one is used
+            loaded = (checkpoint.arrays, checkpoint.state)
+            self.restored_from = checkpoint.path
+        arrays, state = share_checkpoint(learner.comm, loaded) if learner.world_size > 1 else loaded
+        self.adopt_settings(state, loader, progress)
+        learner.step_model.load_record(arrays["model"])
+        opt = state["optimizer"]
+        slots: dict[str, dict[str, Any]] = {name: dict(values) for name, values in opt["scalars"].items()}
+        for key, value in arrays.get("optimizer", {}).items():
+            name, slot = key.rsplit("/", 1)
+            slots.setdefault(name, {})[slot] = value
+        # an allowed change of settings keeps this run's hyperparameters (the message said which)
+        hyperparameters = learner.optimizer.hyperparameters() if learner.config.allow_config_change \
+            else opt["hyperparameters"]
+        learner.stepper.load_state_dict({"step_count": opt["step_count"], "skipped_steps": opt["skipped_steps"],
+                                         "hyperparameters": hyperparameters, "state": slots},
+                                        model=learner.step_model)
+        learner.accumulator.load_state_dict({"meta": state["accumulator"], "arrays": arrays.get("accumulator", {})})
+        scheduler = learner.config.lr_scheduler
+        if scheduler is not None and state["scheduler"] is not None:
+            scheduler.load_state_dict(state["scheduler"])
+        if int(state.get("world_size", 1)) == learner.world_size:  # else each rank keeps the stream it was seeded with
+            set_rng_state(state["rng"] if learner.world_size == 1 else state["rng_ranks"][learner.rank])
+        learner.window.load(state["window"])
+        learner.step = int(state["step"])
+        learner.validated = bool(state.get("validated", True))
+        epoch, next_batch = int(state["epoch"]), int(state["next_batch"])
+        if next_batch >= len(loader):
+            epoch, next_batch = epoch + 1, 0
+        notes.insert(0, f"resumed from step {learner.step} (epoch {epoch}, micro-batch {next_batch})"
+                        + (f" of {self.restored_from}" if learner.is_main else ""))
+        return epoch, next_batch
+
+    def save_final(self) -> None:
+        """``DIR/final.safetensors``: the model's parameters, replaced atomically."""
+        from safetensors.numpy import save
+
+        path = self.learner.directory / "final.safetensors"
+        try:
+            replace_file_atomically(path, save(self.learner.model.to_record()),
+                                    path.with_name(f".final.safetensors.tmp-{os.getpid()}"))
+        except OSError as error:
+            raise RunDirectoryError(f"cannot write {path}: {describe_os_error(error)}") from error

@@ -1,0 +1,251 @@
+"""The one table of training settings, from the command line to the checkpoint.
+
+Each row says once what a setting is called, how its values are checked, its default, its
+help line, its command-line option (and the commands that offer it), and whether a resume
+may change it. From this table come:
+
+- the options of ``maccum train``, ``compare`` and ``explain`` (``add_options``/``read_options``),
+- the Learner's configuration (``LearnerConfig``: one field per ``learner`` row, its default),
+- what every checkpoint records and what a resume compares (``train/run_settings.py``: each row
+  a resume must keep is recorded, a difference is refused naming the row).
+
+Where a row goes (``target``): ``learner`` rows are fields of LearnerConfig; ``task`` rows are
+what the command line builds the model, data and optimizer from (recorded under ``run.``);
+``loader`` is the micro-batch, the DataLoader's batch size (the Learner records it); ``command``
+rows steer one invocation and are never recorded. A new setting is one row here plus its use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from minitorch_accum.accum import FUSIONS, REDUCTIONS
+from minitorch_accum.backend import parse_device
+from minitorch_accum.data import DATASETS
+from minitorch_accum.distributed.launch import COMMUNICATORS
+from minitorch_accum.optim.lr_scheduler import LRScheduler
+from minitorch_accum.train.metrics import METRICS
+from minitorch_accum.train.progress import PROGRESS_MODES
+from minitorch_accum.train.setting_kinds import Choice, Flag, Integer, Kind, Number, Optional, Value
+
+__all__ = ["OPTIMIZERS", "SETTINGS", "TRAINING_COMMANDS", "LearnerConfig", "Setting", "add_options", "commanded",
+           "for_learner", "read_options", "setting"]
+
+#: the commands whose options come from this table
+TRAINING_COMMANDS = ("train", "compare", "explain")
+#: the optimizers of the command line: AdamW without weight decay, SGD with momentum 0.9
+OPTIMIZERS = ("adamw", "sgd")
+_TRAINING = ("train", "compare")
+_ALL = TRAINING_COMMANDS
+_SAME = object()  # a row's command-line default is its API default
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the table (see the module's docstring for ``target``)."""
+
+    name: str
+    kind: Kind
+    default: Any
+    help: str
+    target: str = "learner"
+    resume: bool = False  # True: a resume may change it (never recorded); False: recorded, a change is refused
+    flag: str | None = None  # its command-line option; None: the API alone sets it
+    cli_default: Any = _SAME
+    commands: tuple[str, ...] = _TRAINING
+    symbol: str | None = None  # the letter the docs use (k), shown in errors
+
+    def label(self, from_command_line: bool = False) -> str:
+        """How errors name it: ``grads_accumulation (k)`` in the API, ``--accum (k)`` on the command line."""
+        base = self.flag if from_command_line and self.flag else self.name
+        return f"{base} ({self.symbol})" if self.symbol else base
+
+    def check(self, value: Any, from_command_line: bool = False) -> Any:
+        return self.kind.check(self.label(from_command_line), value)
+
+    def command_default(self, command: str, overrides: Mapping[str, Any] | None = None) -> Any:
+        if overrides and self.name in overrides:
+            return overrides[self.name]
+        return self.default if self.cli_default is _SAME else self.cli_default
+
+
+def _schedule(name: str, value: Any) -> dict[int, int]:
+    if not isinstance(value, Mapping) or 0 not in value:
+        raise ValueError(f"{name} needs an entry for epoch 0")
+    for epoch, k in value.items():
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"{name}: epochs must be non-negative ints, got {epoch!r}")
+        Integer(1).check(f"{name}[{epoch}] (k)", k)
+    return dict(value)
+
+
+def _devices(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    parsed = tuple(str(parse_device(d)) for d in value)
+    if not parsed:
+        raise ValueError(f"{name} needs at least one device")
+    return parsed
+
+
+def _metrics(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = (value,)
+    for metric in value:
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r}: expected one of {', '.join(METRICS)}")
+    return tuple(dict.fromkeys(value))
+
+
+def _scheduler(name: str, value: Any) -> Any:
+    if value is not None and not isinstance(value, LRScheduler):
+        raise TypeError(f"{name} expects an LRScheduler, got {type(value).__name__}")
+    return value
+
+
+_POSITIVE = Integer(1)
+_MAYBE_POSITIVE = Optional(_POSITIVE)
+
+# name, kind, default (the API's), help; then where it goes, whether a resume may change it, its option
+SETTINGS: tuple[Setting, ...] = (
+    # ---- the window: how gradients are accumulated and normalized (a resume must keep these)
+    Setting("grads_accumulation", _POSITIVE, 1, "micro-batches per optimizer step (k; per rank when data-parallel)",
+            flag="--accum", cli_default=8, commands=_ALL, symbol="k"),
+    Setting("micro_batch", _POSITIVE, None, "micro-batch size b: images, sentences or windows of characters",
+            target="loader", flag="--micro-batch", cli_default=32, commands=_ALL),
+    Setting("effective_batch", _MAYBE_POSITIVE, None, "items per optimizer step; k is derived from the micro-batch"),
+    Setting("accumulation_schedule", Optional(Value(_schedule, "a dict epoch -> k")), None,
+            "k by epoch, as Lightning's GradientAccumulationScheduler: {0: 8, 4: 4}"),
+    Setting("reduction", Choice(REDUCTIONS), "items",
+            "how a window is normalized: by its items (exact), micro-batches, or not at all",
+            flag="--reduction", commands=_ALL),
+    Setting("fusion", Choice(FUSIONS), "gemm",
+            "where gradients land: GEMM writes the arena, fused kernels, or Burn's containers",
+            flag="--fusion", commands=_ALL),
+    Setting("accum_dtype", Choice(("float32", "float64")), "float32", "dtype of the gradient arena"),
+    Setting("compensated", Flag(), False, "Neumaier-compensated accumulation: the window's gradient then does not "
+            "depend on how it is split over micro-batches and ranks", flag="--compensated"),
+    Setting("mixed_precision", Optional(Choice(("bf16", "fp16"))), None,
+            "16-bit parameters and activations over a float32 arena; fp16 adds dynamic loss scaling"),
+    Setting("clip_grad_norm", Optional(Number(positive=True)), None, "clip the window's gradient to this global norm"),
+    Setting("drop_last_window", Flag(), False, "drop a partial window at an epoch's end instead of stepping it"),
+    Setting("seed", Optional(Integer()), None, "seed of the model, the data order and dropout",
+            flag="--seed", cli_default=0, commands=_ALL),
+    # ---- what the command line builds the run from (recorded under run.)
+    Setting("dataset", Choice(DATASETS), "digits", "built-in task: digits (MLP), sequences (padded sentences), "
+            "chars (a character transformer over Shakespeare)", target="task", flag="--dataset", commands=_ALL),
+    Setting("lr", Number(positive=True), 3e-3, "learning rate", target="task", flag="--lr"),
+    Setting("optimizer", Choice(OPTIMIZERS), "adamw", "AdamW (no weight decay) or SGD with momentum 0.9",
+            target="task", flag="--optimizer"),
+    Setting("dtype", Choice(("float32", "float64")), "float32", "parameter and accumulation dtype", target="task",
+            flag="--dtype", commands=_ALL),
+    Setting("block_size", _MAYBE_POSITIVE, None, "--dataset chars: characters of context the transformer sees "
+            "(default: the task's); a micro-batch of b rows holds b x block-size items", target="task",
+            flag="--block-size", commands=_ALL),
+    # ---- how long, where and how visibly (a resume may change these)
+    Setting("num_epochs", _POSITIVE, 1, "passes over the training set", resume=True, flag="--epochs", cli_default=5),
+    Setting("memory_budget", _MAYBE_POSITIVE, None, "bytes: choose the micro-batch (and k) that fits, by measuring "
+            "two trial micro-batches", resume=True),
+    Setting("checkpoint_every_steps", Optional(Integer(0)), None, "optimizer steps between checkpoints (0: none)",
+            resume=True, flag="--checkpoint-every", cli_default=10, commands=("train",)),
+    Setting("checkpoint_every_micro_batches", _MAYBE_POSITIVE, None,
+            "micro-batches between checkpoints (a checkpoint mid-window resumes mid-window)", resume=True),
+    Setting("checkpoint_keep", _POSITIVE, 2, "checkpoints kept (the newest)", resume=True),
+    Setting("metrics", Value(_metrics, "names of metrics"), METRICS,
+            "metrics the progress display shows (all are logged)", resume=True),
+    Setting("lr_scheduler", Value(_scheduler, "an LRScheduler"), None,
+            "a scheduler from optim.lr_scheduler, advanced once per optimizer step (its state is checkpointed)",
+            resume=True),
+    Setting("progress", Choice(PROGRESS_MODES), "auto", "progress display (rank 0 only)", resume=True,
+            flag="--progress"),
+    Setting("devices", Value(_devices, "a list of devices"), ("cpu",),
+            "cpu or cuda[:N] (data-parallel: each rank its own GPU)", resume=True, flag="--device", cli_default="cpu"),
+    Setting("allow_config_change", Flag(), False,
+            "with --resume: continue even if settings differ from the checkpoint's (says which)", resume=True,
+            flag="--allow-config-change", commands=("train",)),
+    # ---- data parallelism (how the work is shared, not what is computed)
+    Setting("distributed", Optional(Choice(COMMUNICATORS)), None,
+            "communicator: auto = MPI when started by mpiexec with more than one rank (None: one process)",
+            resume=True, flag="--distributed", cli_default="auto", commands=("train",)),
+    Setting("zero", Flag(), False, "ZeRO-1: shard the reduced gradient and the optimizer state over the ranks",
+            resume=True, flag="--zero", commands=("train",)),
+    Setting("overlap", Flag(), False, "start each bucket's reduction during the window's last backward",
+            resume=True, flag="--overlap", commands=("train",)),
+    Setting("bucket_bytes", _POSITIVE, 25 << 20, "bytes one collective call reduces", resume=True),
+    Setting("first_bucket_bytes", _POSITIVE, 1 << 20, "bytes of the first (smallest) bucket", resume=True),
+    Setting("check_every", _POSITIVE, 50, "optimizer steps between checks that every rank holds the same parameters",
+            resume=True),
+    # ---- one invocation of a command
+    Setting("out", Kind(), None, "directory for metrics, checkpoints, final parameters", target="command",
+            resume=True, flag="--out", cli_default="runs/train", commands=_TRAINING),
+    Setting("resume", Flag(), False, "continue from the latest checkpoint in --out", target="command", resume=True,
+            flag="--resume", commands=("train",)),
+    Setting("overwrite", Flag(), False, "start afresh in an --out that already holds a run (its files are replaced)",
+            target="command", resume=True, flag="--overwrite", commands=("train",)),
+)
+
+_BY_NAME = {row.name: row for row in SETTINGS}
+
+
+def setting(name: str) -> Setting:
+    """The row called ``name`` (KeyError naming the known ones otherwise)."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no setting {name!r}; the table holds {', '.join(_BY_NAME)}") from None
+
+
+def _learner_config() -> type:
+    fields: list[Any] = [("directory", Path)]
+    for row in SETTINGS:
+        if row.target == "learner":
+            fields.append((row.name, Any, dataclasses.field(default=row.default)))
+    fields.append(("run_config", dict[str, Any] | None, dataclasses.field(default=None)))
+    doc = ("What LearnerBuilder collected: the directory, one field per learner row of train.settings.SETTINGS "
+           "(its default there), and ``run_config``, the caller's own settings recorded under run.")
+    return dataclasses.make_dataclass("LearnerConfig", fields, namespace={"__doc__": doc,
+                                                                          "__module__": __name__})
+
+
+#: the Learner's configuration, one field per learner row
+LearnerConfig = _learner_config()
+
+
+def add_options(parser: argparse.ArgumentParser, command: str, defaults: Mapping[str, Any] | None = None) -> None:
+    """Add every row's option that ``command`` offers (``defaults``: this command's own defaults by name)."""
+    for row in SETTINGS:
+        if row.flag is None or command not in row.commands:
+            continue
+        default = row.command_default(command, defaults)
+        if isinstance(row.kind, Flag):
+            parser.add_argument(row.flag, dest=row.name, action="store_true", help=row.help)
+            continue
+        kind = row.kind.kind if isinstance(row.kind, Optional) else row.kind
+        choices = kind.values if isinstance(kind, Choice) else None
+        parser.add_argument(row.flag, dest=row.name, type=row.kind.from_text, default=default, choices=choices,
+                            metavar=None if choices else row.flag.lstrip("-").upper().replace("-", "_"), help=row.help)
+
+
+def read_options(args: argparse.Namespace, command: str) -> dict[str, Any]:
+    """Every row's value for one run of ``command``, by name: its option's value, checked
+    (ValueError naming the option, ``--accum (k) must be a positive int, got 0``, before anything
+    is run or written), or the API's default for a row the command has no option for."""
+    values = {row.name: row.default for row in SETTINGS}
+    for row in commanded(command):
+        values[row.name] = row.check(getattr(args, row.name), from_command_line=True)
+    return values
+
+
+def for_learner(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of the learner and task rows (what ``LearnerBuilder.settings`` takes)."""
+    return {name: value for name, value in values.items() if setting(name).target in ("learner", "task")}
+
+
+def commanded(command: str) -> Iterable[Setting]:
+    """The rows ``command`` has options for."""
+    return (row for row in SETTINGS if row.flag is not None and command in row.commands)
