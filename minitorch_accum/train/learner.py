@@ -32,11 +32,11 @@ from minitorch_accum.distributed.checkpoint_broadcast import gather_json, share_
 from minitorch_accum.distributed.launch import make_communicator
 from minitorch_accum.distributed.parameter_sync import broadcast_parameters, parameters_agree
 from minitorch_accum.distributed.zero import ZeroRedundancy, ZeroRedundancyOptimizer
+from minitorch_accum.durable_files import describe_os_error, replace_file_atomically
 from minitorch_accum.nn import Module
 from minitorch_accum.optim import Optimizer, clip_grad_norm
 from minitorch_accum.optim.lr_scheduler import LRScheduler
 from minitorch_accum.train.checkpoint import CheckpointError, FileCheckpointer
-from minitorch_accum.train.durable_files import describe_os_error, replace_file_atomically
 from minitorch_accum.train.memory_budget import MemoryPlan, plan_micro_batch
 from minitorch_accum.train.metrics import MetricsLog
 from minitorch_accum.train.progress import Progress, make_progress
