@@ -18,6 +18,8 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
+from minitorch_accum.durable_files import replace_file_atomically
+
 __all__ = ["ConfigError", "config"]
 
 T = TypeVar("T")
@@ -34,11 +36,12 @@ def _to_json(self: Any) -> str:
 def _save(self: Any, path: str | os.PathLike) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # write a temporary file then rename, so a crash never leaves half a config
+    # a fresh temporary name (mkstemp) keeps two saves of one path apart; the durable writer
+    # fills it, fsyncs it, renames it over the target and fsyncs the directory, so a crash or
+    # a full disk leaves the old config or the new one, never half of one
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(self.to_json())
-    os.replace(tmp, target)
+    os.close(fd)
+    replace_file_atomically(target, self.to_json().encode("utf-8"), Path(tmp))
 
 
 def _from_dict(cls: type[T], values: dict[str, Any]) -> T:

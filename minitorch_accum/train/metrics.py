@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from minitorch_accum.train.durable_files import describe_os_error, replace_file_atomically, write_all
+from minitorch_accum.durable_files import describe_os_error, replace_file_atomically, write_all
 
 __all__ = ["METRICS", "MetricsLog", "MetricsLogError"]
 

@@ -18,8 +18,8 @@ import numpy as np
 from minitorch_accum.backend import get_rng_state, set_rng_state
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed.checkpoint_broadcast import gather_json, share_checkpoint
+from minitorch_accum.durable_files import describe_os_error, replace_file_atomically
 from minitorch_accum.train.checkpoint import FileCheckpointer
-from minitorch_accum.train.durable_files import describe_os_error, replace_file_atomically
 from minitorch_accum.train.progress import Progress
 from minitorch_accum.train.run_directory import RunDirectoryError
 from minitorch_accum.train.run_settings import (

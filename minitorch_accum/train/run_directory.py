@@ -13,8 +13,8 @@ import re
 import stat
 from pathlib import Path
 
+from minitorch_accum.durable_files import describe_os_error
 from minitorch_accum.train.checkpoint import CheckpointError, FileCheckpointer
-from minitorch_accum.train.durable_files import describe_os_error
 
 __all__ = ["CHECKPOINTS", "RUN_FILES", "RunDirectoryError", "check_run_directory", "require_directory"]
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from minitorch_accum.train.durable_files import describe_os_error
+from minitorch_accum.durable_files import describe_os_error
 from minitorch_accum.train.run_directory import RunDirectoryError, require_directory
 
 __all__ = ["RunLock", "RunLockedError"]

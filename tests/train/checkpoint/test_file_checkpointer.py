@@ -18,12 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitorch_accum.train import checkpoint as checkpoint_module
 from minitorch_accum.train.checkpoint import (
     CheckpointError,
     CheckpointFallbackWarning,
     FileCheckpointer,
 )
+from minitorch_accum.train.checkpoint.leftovers import HOST
+from minitorch_accum.train.checkpoint.record import record_checksum
 
 GROUPS = ("model", "optimizer", "accumulator")
 
@@ -66,7 +67,7 @@ def reseal(checkpoint: Path, edit: Callable[[dict], None]) -> None:
     record = record_of(checkpoint)
     edit(record)
     record.pop("record_sha256", None)
-    record["record_sha256"] = checkpoint_module._record_checksum(record)
+    record["record_sha256"] = record_checksum(record)
     (checkpoint / "state.json").write_text(json.dumps(record))
 
 
@@ -341,7 +342,7 @@ def test_a_missing_latest_falls_back_only_when_asked(tmp_path: Path) -> None:
 
 def test_leftovers_of_dead_processes_are_removed_and_of_live_ones_kept(tmp_path: Path) -> None:
     ckpt = two_checkpoints(tmp_path)
-    host, dead, alive = checkpoint_module._HOST, dead_pid(), os.getppid()
+    host, dead, alive = HOST, dead_pid(), os.getppid()
 
     def leftover(name: str, files: tuple[str, ...] = ("model.safetensors", "state.json")) -> Path:
         path = tmp_path / name

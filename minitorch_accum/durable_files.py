@@ -1,0 +1,136 @@
+"""Files a run resumes from: written so a kill or a full disk cannot tear them, read without
+following links, and OS errors told in one line.
+
+Checkpoints, the metrics log, the run lock and saved configs all write files a user
+may later resume from, so they share these few primitives: write every byte or fail,
+fsync before a rename makes the data visible, read only a regular file (a FIFO would
+block the read, a symlink could lead out of the directory), and describe an
+``OSError`` as its cause ("No space left on device (ENOSPC)") for a one-line message
+that names the path. A leaf module beside config.py, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from pathlib import Path
+
+__all__ = [
+    "NotRegularFileError",
+    "describe_file_type",
+    "describe_os_error",
+    "fsync_directory",
+    "read_regular_file",
+    "replace_file_atomically",
+    "write_all",
+    "write_new_file",
+]
+
+_FILE_TYPES = ((stat.S_ISREG, "a regular file"), (stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"),
+               (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+               (stat.S_ISBLK, "a device"))
+
+
+class NotRegularFileError(OSError):
+    """A path that had to be a regular file is something else; ``file_type`` says what."""
+
+    def __init__(self, path: Path, file_type: str) -> None:
+        super().__init__(f"{path} is {file_type}, not a regular file")
+        self.path = path
+        self.file_type = file_type
+
+
+def describe_os_error(exc: OSError) -> str:
+    """The cause of ``exc`` for a one-line message: its text and errno name, without the path."""
+    text = exc.strerror or str(exc) or type(exc).__name__
+    name = errno.errorcode.get(exc.errno) if exc.errno is not None else None
+    return f"{text} ({name})" if name else text
+
+
+def describe_file_type(mode: int) -> str:
+    """What an ``st_mode`` is, in words for a message: "a regular file", "a symlink", "a FIFO"..."""
+    return next((name for test, name in _FILE_TYPES if test(mode)), "not a regular file")
+
+
+def read_regular_file(path: Path) -> bytes:
+    """The bytes of ``path``, refusing a symlink, FIFO, directory or device.
+
+    Raises FileNotFoundError when it is missing, NotRegularFileError when it is not a
+    regular file, and any other OSError of the read as it is."""
+    info = os.lstat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise NotRegularFileError(path, describe_file_type(info.st_mode))
+    # O_NOFOLLOW and the fstat below close the gap between the lstat and the open
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(path, describe_file_type(mode))
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``: os.write may write less than asked (a signal, a pipe)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def fsync_directory(path: Path) -> None:
+    """Make a rename or a new entry in ``path`` durable; best effort.
+
+    Some filesystems cannot fsync a directory (EINVAL), and by the time this runs the
+    rename has already happened, so a failure here must not undo it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _open_for_writing(path: Path, exclusive: bool) -> int:
+    """A descriptor to write ``path`` from its start, never through a symlink; ``exclusive``:
+    it must not exist yet."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_EXCL if exclusive else os.O_TRUNC)
+    return os.open(path, flags, 0o644)
+
+
+def _write_synced_and_close(fd: int, data: bytes) -> None:
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_new_file(path: Path, data: bytes) -> None:
+    """Create ``path`` (it must not exist) holding ``data``, fsynced: a rename that makes it
+    visible must not be able to expose a file whose bytes are still in flight."""
+    _write_synced_and_close(_open_for_writing(path, exclusive=True), data)
+
+
+def replace_file_atomically(path: Path, data: bytes, tmp: Path) -> None:
+    """Replace ``path`` by a file holding ``data``: readers see the old file or the new one, never a mix.
+
+    ``tmp`` (in the same directory) is written and fsynced first; on an OSError it is
+    removed and the error re-raised, so ``path`` is untouched and nothing is left behind."""
+    fd = _open_for_writing(tmp, exclusive=False)
+    try:
+        _write_synced_and_close(fd, data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_directory(path.parent)
