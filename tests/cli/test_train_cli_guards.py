@@ -50,3 +50,10 @@ def test_refusals_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "run.lr 0.003 -> 0.1" in capsys.readouterr().err
     assert main(["train", *SMALL, "--out", str(tmp_path / "run"), "--resume", "--lr", "0.1",
                  "--allow-config-change"]) == 0
+
+
+def test_fusion_none_trains_in_one_process(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # --distributed defaults to auto, which outside mpiexec is plain one-process training: Burn's
+    # containers (fusion none) need no arena to reduce
+    assert main(["train", *SMALL, "--fusion", "none", "--out", str(tmp_path)]) == 0
+    assert "trained" in capsys.readouterr().out

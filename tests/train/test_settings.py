@@ -1,0 +1,155 @@
+"""The settings table: each row reaches the command line, the Learner's config, the record
+of every checkpoint and the resume comparison; a resume may change exactly the rows that say so."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from minitorch_accum.cli.main import build_parser
+from minitorch_accum.optim import SGD, AdamW
+from minitorch_accum.train import LearnerBuilder
+from minitorch_accum.train.run_settings import compare_settings, record_settings, upgrade_record
+from minitorch_accum.train.setting_kinds import Choice, Flag, Integer, Number, Optional, positive_int
+from minitorch_accum.train.settings import SETTINGS, TRAINING_COMMANDS, LearnerConfig, read_options, setting
+
+RECORDED = [row for row in SETTINGS if row.target == "learner" and not row.resume]
+# a second valid value of each recorded row (the window of k micro-batches is recorded for all ranks)
+OTHER = {"grads_accumulation": 3, "effective_batch": 64, "accumulation_schedule": {0: 2, 3: 1},
+         "seed": 7, "clip_grad_norm": 1.5, "mixed_precision": "bf16"}
+RECORDED_AS = {"grads_accumulation": ["window_micro_batches"], "accumulation_schedule": ["accumulation_schedule.0", "accumulation_schedule.3"],
+               # k is then derived from the effective batch, so the window is not recorded in micro-batches
+               "effective_batch": ["effective_batch", "window_micro_batches"]}
+
+
+def _other(row: Any) -> Any:
+    if row.name in OTHER:
+        return OTHER[row.name]
+    kind = row.kind.kind if isinstance(row.kind, Optional) else row.kind
+    if isinstance(kind, Flag):
+        return not row.default
+    if isinstance(kind, Choice):
+        return next(v for v in kind.values if v != row.default)
+    raise AssertionError(f"give the test a second value for {row.name}")
+
+
+def test_learner_config_has_one_field_per_learner_row_with_its_default() -> None:
+    fields = {f.name: f.default for f in dataclasses.fields(LearnerConfig)}
+    learner_rows = {row.name: row.default for row in SETTINGS if row.target == "learner"}
+    assert fields == {"directory": dataclasses.MISSING, **learner_rows, "run_config": None}
+
+
+@pytest.mark.parametrize("row", RECORDED, ids=lambda row: row.name)
+def test_every_recorded_setting_is_compared_on_resume(row: Any) -> None:
+    config = LearnerConfig(directory=Path("run"))
+    saved = record_settings(config, 16, 1, AdamW(lr=0.01))
+    setattr(config, row.name, row.check(_other(row)))
+    changes = compare_settings(saved, record_settings(config, 16, 1, AdamW(lr=0.01)))
+    assert [name for name, _, _ in changes] == RECORDED_AS.get(row.name, [row.name])
+
+
+def test_rows_a_resume_may_change_are_not_recorded() -> None:
+    record = record_settings(LearnerConfig(directory=Path("run")), 16, 1, SGD(0.1))
+    for row in SETTINGS:
+        if row.resume:
+            assert row.name not in record, row.name
+
+
+def test_a_resume_with_another_clipping_norm_is_refused_end_to_end(tmp_path: Path) -> None:
+    import numpy as np
+
+    from minitorch_accum import manual_seed, nn
+    from minitorch_accum.data import ArrayDataset, DataLoader
+    from minitorch_accum.train import SettingsMismatchError
+
+    def learner(norm: float) -> Any:
+        manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 3))
+        return (LearnerBuilder(tmp_path).grads_accumulation(2).clip_grad_norm(norm).progress("none")
+                .with_file_checkpointer(every_steps=1).build(model, SGD(0.1)))
+
+    rng = np.random.default_rng(0)
+    data = ArrayDataset(rng.normal(size=(40, 4)).astype(np.float32), rng.integers(0, 3, 40))
+    learner(1.0).fit(DataLoader(data, 10))
+    with pytest.raises(SettingsMismatchError, match=r"clip_grad_norm 1.0 -> 2.0"):
+        learner(2.0).fit(DataLoader(data, 10), resume=True)
+
+
+def test_every_option_is_a_row_and_help_shows_its_default(capsys: pytest.CaptureFixture) -> None:
+    parser = build_parser()
+    for command in TRAINING_COMMANDS:
+        with pytest.raises(SystemExit):
+            parser.parse_args([command, "--help"])
+        text = capsys.readouterr().out
+        for row in SETTINGS:
+            if row.flag is not None and command in row.commands:
+                assert row.flag in text, (command, row.flag)
+            elif row.flag is not None:
+                assert f"{row.flag} " not in text, (command, row.flag)
+
+
+def test_read_options_checks_each_option_and_gives_the_api_default_to_the_others() -> None:
+    parser = build_parser()
+    values = read_options(parser.parse_args(["compare", "--accum", "3"]), "compare")
+    assert values["grads_accumulation"] == 3 and values["dataset"] == "chars" and values["out"] == "runs/compare"
+    assert values["distributed"] is None and values["checkpoint_every_steps"] is None  # compare has no such options
+    explain = read_options(parser.parse_args(["explain"]), "explain")
+    assert (explain["grads_accumulation"], explain["micro_batch"], explain["dtype"]) == (4, 8, "float64")
+    with pytest.raises(ValueError, match=r"^--block-size must be a positive int, got -2$"):
+        read_options(parser.parse_args(["train", "--block-size", "-2"]), "train")
+
+
+def test_the_builder_and_the_command_line_share_one_check() -> None:
+    with pytest.raises(ValueError, match=r"^grads_accumulation \(k\) must be a positive int, got 0$"):
+        LearnerBuilder("x").grads_accumulation(0)
+    with pytest.raises(ValueError, match=r"^grads_accumulation \(k\) must be a positive int, got True$"):
+        LearnerBuilder("x").grads_accumulation(True)
+    with pytest.raises(ValueError, match=r"^clip_grad_norm must be a positive finite number, got nan$"):
+        LearnerBuilder("x").clip_grad_norm(float("nan"))
+    with pytest.raises(ValueError, match=r"^reduction must be one of mean, sum, items, got 'avg'$"):
+        LearnerBuilder("x").reduction("avg")
+    assert setting("grads_accumulation").label(from_command_line=True) == "--accum (k)"
+    assert positive_int("4") == 4
+    with pytest.raises(argparse.ArgumentTypeError, match="must be a positive int, got 0"):
+        positive_int("0")
+
+
+@pytest.mark.parametrize(("kind", "good", "bad"), [
+    (Integer(1), [1, 5], [0, -1, 1.5, True, "3"]),
+    (Integer(0), [0, 2], [-1, None]),
+    (Number(positive=True), [1e-9, 3], [0, -1.0, float("inf"), float("nan"), "1", False]),
+    (Choice(("a", "b")), ["a", "b"], ["c", None, 1]),
+    (Optional(Integer(1)), [None, 2], [0]),
+])
+def test_kinds_accept_and_refuse(kind: Any, good: list[Any], bad: list[Any]) -> None:
+    for value in good:
+        assert kind.check("x", value) == value
+    for value in bad:
+        with pytest.raises(ValueError, match=r"^x must be "):
+            kind.check("x", value)
+
+
+def test_a_record_of_before_the_table_compares_what_it_recorded() -> None:
+    tableless = {"micro_batch": 16, "window_micro_batches": 3, "effective_batch": None, "accumulation_schedule": None,
+                 "reduction": "items", "fusion": "gemm", "accum_dtype": "float32", "compensated": False,
+                 "mixed_precision": None, "clip_grad_norm": None, "drop_last_window": False,
+                 "optimizer": {"type": "SGD", **SGD(0.1).hyperparameters()},
+                 "run": {"dataset": "digits", "micro_batch": 16, "accum": 3, "epochs": 1, "lr": 0.003,
+                         "optimizer": "adamw", "reduction": "items", "fusion": "gemm", "dtype": "float32",
+                         "compensated": False, "seed": 0, "block_size": None}}
+    config = LearnerConfig(directory=Path("run"), grads_accumulation=3, seed=0,
+                           run_config={"dataset": "digits", "lr": 0.003, "optimizer": "adamw", "dtype": "float32",
+                                       "block_size": None})
+    current = record_settings(config, 16, 1, SGD(0.1))
+    assert compare_settings(tableless, current) == []
+    assert upgrade_record(tableless)["seed"] == 0
+    config.seed, config.run_config = 1, {**config.run_config, "lr": 0.1}
+    assert [name for name, _, _ in compare_settings(tableless, record_settings(config, 16, 1, SGD(0.1)))] == [
+        "run.lr", "seed"]
+    # a record without run. from the table's time: settings it lacks are not compared
+    api_only = {key: value for key, value in tableless.items() if key != "run"}
+    assert compare_settings(api_only, current) == []
