@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from benchmarks.harness.results import Plot, ResultFiles, results_dir, write_results
+from minitorch_accum.train.setting_kinds import positive_int
 
 __all__ = ["Benchmark", "Log", "main", "override_repeats", "positive_int", "run_benchmark"]
 
@@ -62,17 +63,6 @@ def override_repeats(*fields: str) -> Callable[[Any, argparse.Namespace], Any]:
         return settings if args.repeats is None else replace(settings, **dict.fromkeys(fields, args.repeats))
 
     return apply
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number above zero."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def run_benchmark(benchmark: Benchmark[SettingsT], settings: SettingsT, out: Path, log: Log | None = None,

@@ -1,9 +1,10 @@
 """How a training setting's values are checked: one kind per shape of value.
 
 A kind checks a value given through the API (``check``: ValueError naming the setting) and
-reads one from the command line (``parse``: the argparse ``type``). Every setting of the
-table in ``train/settings.py`` has one, so "a positive int" is checked in exactly one place
-for the builder, the command line and the benchmarks alike.
+reads one from the command line (``from_text``, the argparse ``type``; the check follows, so a
+bad option is named the same way). Every setting of the table in ``train/settings.py`` has
+one, so "a positive int" is checked in exactly one place for the builder, the command line
+and the benchmarks alike.
 """
 
 from __future__ import annotations
@@ -12,30 +13,43 @@ import argparse
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = ["Choice", "Flag", "Integer", "Kind", "Number", "Optional", "Value", "positive_int"]
 
 
 class Kind:
-    """Base: any value passes; text is kept as text."""
+    """Base: ``accepts`` says whether a value is one of this kind, ``describe`` what the kind is."""
+
+    #: what command-line text is converted with (text that does not convert stays text, and fails the check)
+    text_type: ClassVar[Callable[[str], Any] | None] = None
 
     def check(self, name: str, value: Any) -> Any:
         """The value to store for setting ``name``, or ValueError naming the setting and the value."""
+        if not self.accepts(value):
+            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+        return self.normalize(value)
+
+    def accepts(self, value: Any) -> bool:
+        return True
+
+    def normalize(self, value: Any) -> Any:
         return value
 
-    def parse(self, text: str) -> Any:
-        """A value from command-line text (argparse calls this as the option's ``type``)."""
-        try:
-            return self.check("the value", self.from_text(text))
-        except ValueError as error:
-            raise argparse.ArgumentTypeError(str(error).removeprefix("the value ")) from None
-
     def from_text(self, text: str) -> Any:
-        return text
+        if self.text_type is None:
+            return text
+        try:
+            return self.text_type(text)
+        except ValueError:
+            return text
 
     def describe(self) -> str:
         return "any value"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -43,17 +57,10 @@ class Integer(Kind):
     """A whole number, at least ``minimum`` (bools are not numbers here)."""
 
     minimum: int | None = None
+    text_type: ClassVar[Callable[[str], Any]] = int
 
-    def check(self, name: str, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or (self.minimum is not None and value < self.minimum):
-            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
-        return value
-
-    def from_text(self, text: str) -> Any:
-        try:
-            return int(text)
-        except ValueError:
-            return text
+    def accepts(self, value: Any) -> bool:
+        return _is_number(value) and isinstance(value, int) and (self.minimum is None or value >= self.minimum)
 
     def describe(self) -> str:
         return {None: "an int", 0: "a non-negative int", 1: "a positive int"}.get(
@@ -65,18 +72,13 @@ class Number(Kind):
     """A finite real number; ``positive`` excludes zero and below (NaN is never a setting)."""
 
     positive: bool = False
+    text_type: ClassVar[Callable[[str], Any]] = float
 
-    def check(self, name: str, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
-                or (self.positive and value <= 0):
-            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+    def accepts(self, value: Any) -> bool:
+        return _is_number(value) and math.isfinite(value) and (not self.positive or value > 0)
+
+    def normalize(self, value: Any) -> float:
         return float(value)
-
-    def from_text(self, text: str) -> Any:
-        try:
-            return float(text)
-        except ValueError:
-            return text
 
     def describe(self) -> str:
         return "a positive finite number" if self.positive else "a finite number"
@@ -88,10 +90,9 @@ class Choice(Kind):
 
     values: tuple[Any, ...]
 
-    def check(self, name: str, value: Any) -> Any:
-        if value not in self.values or isinstance(value, bool) != any(isinstance(v, bool) for v in self.values):
-            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
-        return value
+    def accepts(self, value: Any) -> bool:
+        # True == 1 in Python: a bool is one of the values only if the values are bools
+        return value in self.values and isinstance(value, bool) == any(isinstance(v, bool) for v in self.values)
 
     def describe(self) -> str:
         return "one of " + ", ".join(map(str, self.values))
@@ -100,7 +101,7 @@ class Choice(Kind):
 class Flag(Kind):
     """On or off (a ``store_true`` option on the command line)."""
 
-    def check(self, name: str, value: Any) -> bool:
+    def normalize(self, value: Any) -> bool:
         return bool(value)
 
     def describe(self) -> str:
@@ -109,7 +110,7 @@ class Flag(Kind):
 
 @dataclass(frozen=True)
 class Optional(Kind):
-    """None, or a value of ``kind``."""
+    """None, or a value of ``kind`` (whose check names what is wrong)."""
 
     kind: Kind
 
@@ -142,4 +143,7 @@ _POSITIVE = Integer(1)
 
 def positive_int(text: str) -> int:
     """An argparse type: a whole number above zero (for programs outside the table, the benchmarks)."""
-    return _POSITIVE.parse(text)
+    try:
+        return _POSITIVE.check("the value", _POSITIVE.from_text(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("the value ")) from None

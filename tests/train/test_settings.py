@@ -21,7 +21,8 @@ RECORDED = [row for row in SETTINGS if row.target == "learner" and not row.resum
 # a second valid value of each recorded row (the window of k micro-batches is recorded for all ranks)
 OTHER = {"grads_accumulation": 3, "effective_batch": 64, "accumulation_schedule": {0: 2, 3: 1},
          "seed": 7, "clip_grad_norm": 1.5, "mixed_precision": "bf16"}
-RECORDED_AS = {"grads_accumulation": ["window_micro_batches"], "accumulation_schedule": ["accumulation_schedule.0", "accumulation_schedule.3"],
+RECORDED_AS = {"grads_accumulation": ["window_micro_batches"],
+               "accumulation_schedule": ["accumulation_schedule.0", "accumulation_schedule.3"],
                # k is then derived from the effective batch, so the window is not recorded in micro-batches
                "effective_batch": ["effective_batch", "window_micro_batches"]}
 
