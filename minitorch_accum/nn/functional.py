@@ -20,6 +20,7 @@ from minitorch_accum.backend import default_generator
 from minitorch_accum.ops.function import OpError
 
 __all__ = [
+    "LOSS_REDUCTIONS",
     "REDUCTIONS",
     "batch_norm",
     "count_items",
@@ -38,12 +39,15 @@ __all__ = [
     "tanh",
 ]
 
-REDUCTIONS = ("mean", "sum", "none")
+#: how a loss reduces its per-item values (not how a window normalizes its gradient: that is
+#: ``minitorch_accum.accum.WINDOW_REDUCTIONS``)
+LOSS_REDUCTIONS = ("mean", "sum", "none")
+REDUCTIONS = LOSS_REDUCTIONS  # its name before it said which
 
 
 def _check_reduction(op: str, reduction: str) -> None:
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"{op}: reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+    if reduction not in LOSS_REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {', '.join(LOSS_REDUCTIONS)}, got {reduction!r}")
 
 
 def _target_array(targets: Any, like: Tensor, op: str) -> Any:
