@@ -282,7 +282,7 @@ MTA_HD inline A mta_scaled(A s, G g) {
 // -------------------------------------------------------- optimizer steps
 
 // Host-computed scalars, each rounded once from float64 to T (the host derives
-// them in minitorch_accum/kernels/hyperparameters.py); passed to kernels by value.
+// them in minitorch_accum/kernels/optimizer_scalars.py); passed to kernels by value.
 // Each struct's fields are listed once, here: REAL(name) is a T, FLAG(name) an
 // int (0 or 1). The struct, its host helpers (the native module's reading of
 // the Python dataclass, whose fields are these in this order, and the layout

@@ -3,7 +3,7 @@
 // into grad_scale, so normalizing costs no extra pass over the gradients.
 //
 // The element math (PyTorch semantics) is in accum_math.cuh; the host rounds
-// every scalar to the parameter dtype once (kernels/hyperparameters.py).
+// every scalar to the parameter dtype once (kernels/optimizer_scalars.py).
 // Byte counts are per element for fp32.
 #include "accum_math.cuh"
 #include "kernel_loops.cuh"

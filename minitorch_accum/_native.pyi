@@ -4,7 +4,7 @@ launch emulator of its CUDA kernels. Private: use minitorch_accum.kernels.
 Arrays are NumPy arrays, C-contiguous, of matching sizes (shapes may differ);
 accumulators are written in place. Errors name the kernel and each argument's
 shape and dtype. The optimizer steps take the scalars object derived on the host
-(minitorch_accum.kernels.hyperparameters), read by field name, and round each
+(minitorch_accum.kernels.optimizer_scalars), read by field name, and round each
 field once to the dtype. minitorch_accum.kernels.reference has these signatures.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.kernels.hyperparameters import AdamScalars, SgdScalars
+from minitorch_accum.kernels.optimizer_scalars import AdamScalars, SgdScalars
 
 Array = np.ndarray
 Flag = np.ndarray | None

@@ -1,7 +1,7 @@
 // Native fused optimizer steps (SGD-momentum, AdamW) over NumPy buffers.
 //
 // The scalars arrive as one object derived on the host (SgdScalars or
-// AdamScalars of kernels/hyperparameters.py, float64 values) and are rounded
+// AdamScalars of kernels/optimizer_scalars.py, float64 values) and are rounded
 // here once to the parameter dtype, exactly as the NumPy reference and the
 // CUDA launch path round them. The NumPy reference has these very signatures.
 #include <cstdint>
@@ -31,7 +31,7 @@ struct StepJob {
     Dtype dtype;
 };
 
-// The scalars object (SgdScalars or AdamScalars of kernels/hyperparameters.py)
+// The scalars object (SgdScalars or AdamScalars of kernels/optimizer_scalars.py)
 // is read into the float64 struct by field name, then rounded once to the
 // parameter dtype; both are expanded from the one field list in accum_math.cuh.
 template <class V>
@@ -44,7 +44,7 @@ V field(py::handle h, const char* kernel, const char* name) {
     raise_type_error(std::string(kernel) + ": scalars." + name + " is missing or not a " +
                      (std::is_same_v<V, bool> ? "bool" : "number") + " (got " +
                      std::string(py::str(py::type::of(h).attr("__qualname__"))) +
-                     "; pass the scalars of minitorch_accum.kernels.hyperparameters)");
+                     "; pass the scalars of minitorch_accum.kernels.optimizer_scalars)");
 }
 
 template <class S>

@@ -8,12 +8,13 @@ from minitorch_accum.accum.container_store import ContainerStore, GradientsAccum
 from minitorch_accum.accum.gradient_store import ForeignParameterError, GradientStore
 from minitorch_accum.accum.loss_scaler import DynamicLossScaler, ScaleEvent
 from minitorch_accum.accum.memory import MemoryReport, PeakMemory
-from minitorch_accum.accum.reduction import REDUCTIONS, window_scale
+from minitorch_accum.accum.normalization import REDUCTIONS, WINDOW_REDUCTIONS, window_scale
 from minitorch_accum.accum.trace import AccumulationTrace, KernelEvent
 
 __all__ = [
     "FUSIONS",
     "REDUCTIONS",
+    "WINDOW_REDUCTIONS",
     "AccumulationTrace",
     "Accumulator",
     "ArenaStore",

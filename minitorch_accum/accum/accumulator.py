@@ -20,14 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.accum import reduction as normalization
+from minitorch_accum.accum import normalization
 from minitorch_accum.accum.arena import GradArena
 from minitorch_accum.accum.arena_store import ArenaStore
 from minitorch_accum.accum.container_store import ContainerStore
 from minitorch_accum.accum.gradient_store import GradientStore
 from minitorch_accum.accum.loss_scaler import DynamicLossScaler
 from minitorch_accum.accum.memory import MemoryReport, PeakMemory, array_bytes
-from minitorch_accum.accum.reduction import check_reduction
 from minitorch_accum.accum.trace import AccumulationTrace, KernelEvent
 from minitorch_accum.accum.window_reducer import WindowReducer
 from minitorch_accum.autodiff import Gradients, Tensor
@@ -36,6 +35,7 @@ from minitorch_accum.optim import GradientWindow
 
 __all__ = ["FUSIONS", "Accumulator"]
 
+#: the choices of ``Accumulator(fusion=...)``: where a micro-batch's gradients go (see its Args)
 FUSIONS = ("leaf", "gemm", "none")
 
 
@@ -78,7 +78,7 @@ class Accumulator:
             raise TypeError(f"Accumulator: model must be a Module, got {type(model).__name__}")
         self.model = model
         self.steps = _check_steps(steps)
-        self.reduction = check_reduction(reduction)
+        self.reduction = normalization.check_reduction(reduction)
         if fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
         if fusion == "none" and compensated:
@@ -331,7 +331,7 @@ class Accumulator:
                 self.store.reset()
             self._reset_window()
             self.steps = _check_steps(meta["steps"])
-            self.reduction = check_reduction(meta["reduction"])
+            self.reduction = normalization.check_reduction(meta["reduction"])
             self._micro_step = int(meta["micro_step"])
             self._items = int(meta["items"])
             self.window_index = int(meta["window_index"])

@@ -6,7 +6,9 @@ from minitorch_accum.autodiff.engine import GraphFreedError, LeafSink, run_backw
 from minitorch_accum.autodiff.functional import *  # noqa: F403
 from minitorch_accum.autodiff.grad_mode import enable_grad, is_grad_enabled, no_grad
 from minitorch_accum.autodiff.gradients import Gradients
-from minitorch_accum.autodiff.tensor import ElementCount, Tensor, ValuesIndices, apply, matmul
+from minitorch_accum.autodiff.graph import apply
+from minitorch_accum.autodiff.reductions import ValuesIndices
+from minitorch_accum.autodiff.tensor import ElementCount, Tensor, matmul
 
 __all__ = [
     *creation.__all__,

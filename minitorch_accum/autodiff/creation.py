@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.autodiff.tensor import Tensor, _shape_arguments
+from minitorch_accum.autodiff.movement import shape_arguments
+from minitorch_accum.autodiff.tensor import Tensor
 from minitorch_accum.backend import (
     TENSOR_DTYPES,
     DeviceLike,
@@ -77,13 +78,13 @@ def _filled(shape: tuple[int, ...], value: Any, dtype: Any, device: DeviceLike |
 def zeros(*shape: int | Sequence[int], dtype: Any = None, device: DeviceLike | None = "cpu",
           requires_grad: bool = False) -> Tensor:
     """A tensor of zeros (the default float dtype unless ``dtype`` says otherwise, ints and bool included)."""
-    return _filled(_shape_arguments(shape), 0, dtype, device, requires_grad)
+    return _filled(shape_arguments(shape), 0, dtype, device, requires_grad)
 
 
 def ones(*shape: int | Sequence[int], dtype: Any = None, device: DeviceLike | None = "cpu",
          requires_grad: bool = False) -> Tensor:
     """A tensor of ones (the default float dtype unless ``dtype`` says otherwise, ints and bool included)."""
-    return _filled(_shape_arguments(shape), 1, dtype, device, requires_grad)
+    return _filled(shape_arguments(shape), 1, dtype, device, requires_grad)
 
 
 def _fill_dtype(value: Any) -> Any:
@@ -136,14 +137,14 @@ def arange(start: float, end: float | None = None, step: float = 1, *, dtype: An
 def randn(*shape: int | Sequence[int], dtype: Any = None, device: DeviceLike | None = "cpu",
           requires_grad: bool = False, rng: np.random.Generator | None = None) -> Tensor:
     """Standard normal samples from the seeded default generator (or ``rng``)."""
-    values = (rng or default_generator()).standard_normal(_shape_arguments(shape))
+    values = (rng or default_generator()).standard_normal(shape_arguments(shape))
     return _from_host(values, dtype, device, requires_grad)
 
 
 def rand(*shape: int | Sequence[int], dtype: Any = None, device: DeviceLike | None = "cpu",
          requires_grad: bool = False, rng: np.random.Generator | None = None) -> Tensor:
     """Uniform samples in [0, 1) from the seeded default generator (or ``rng``)."""
-    values = (rng or default_generator()).random(_shape_arguments(shape))
+    values = (rng or default_generator()).random(shape_arguments(shape))
     return _from_host(values, dtype, device, requires_grad)
 
 

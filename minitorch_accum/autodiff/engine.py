@@ -1,6 +1,6 @@
 """Reverse-mode differentiation: an iterative topological walk over the graph.
 
-Each op result remembers a ``Node`` (the Function, its Context and its inputs).
+Each op result remembers a ``Node`` (the Function, its Context and its inputs; see graph.py).
 ``run_backward`` orders the nodes with an explicit stack (no recursion limit, so a
 10,000-op chain works), walks them in reverse, and routes every gradient either to
 the next node or, for a leaf, to a *sink*. This is the one place where gradients
@@ -14,77 +14,42 @@ a GEMM so that the GEMM writes (beta = 1) into the buffer itself.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
 from minitorch_accum.autodiff.gradients import Gradients
-from minitorch_accum.ops.function import Context, Function
+from minitorch_accum.autodiff.graph import Node, TensorBase
 
-if TYPE_CHECKING:
-    from minitorch_accum.autodiff.tensor import Tensor
-
-__all__ = ["Edge", "GraphFreedError", "LeafSink", "Node", "reduce_to_shape", "run_backward"]
+__all__ = ["GraphFreedError", "LeafSink", "reduce_to_shape", "run_backward"]
 
 
 class GraphFreedError(RuntimeError):
     """backward() reached a part of the graph that an earlier backward() already freed."""
 
 
-class Edge:
-    """What backward needs to know about one input of a node, without holding its data.
-
-    A node keeps the *node* that produced each input (or the leaf tensor itself),
-    never intermediate tensors: an intermediate result nobody saved for backward is
-    freed as soon as the user drops it, which is what keeps activation memory to
-    what backward really needs.
-    """
-
-    __slots__ = ("backend", "dtype", "leaf", "node", "requires_grad", "shape")
-
-    def __init__(self, tensor: Tensor) -> None:
-        self.node: Node | None = tensor.grad_fn if tensor.requires_grad else None
-        self.leaf: Tensor | None = tensor if tensor.requires_grad and tensor.grad_fn is None else None
-        self.requires_grad = tensor.requires_grad
-        self.shape = tensor.shape
-        self.dtype = tensor.dtype
-        self.backend = tensor.backend
-
-
-class Node:
-    """How a tensor was made: the op, what it saved, and an edge per input."""
-
-    __slots__ = ("ctx", "fn", "freed", "inputs")
-
-    def __init__(self, fn: type[Function], ctx: Context, inputs: tuple[Tensor, ...]) -> None:
-        self.fn = fn
-        self.ctx = ctx
-        self.inputs = tuple(Edge(t) for t in inputs)
-        self.freed = False
-
-    def release(self) -> None:
-        """Free saved activations and the references to inputs once backward is done with them."""
-        self.ctx.release()
-        self.inputs = ()
-        self.freed = True
-
-
 class LeafSink(Protocol):
     """Where leaf gradients go during backward, instead of a Gradients container."""
 
+    #: whether a matmul's weight gradient may come as the two factors of a GEMM (``add_product``)
+    #: instead of as an array (``add``); see ``Function.grad_factors``
     fuses_gemm: bool
 
-    def accepts(self, leaf: Tensor) -> bool:
+    #: None, or called once per accepted leaf when backward has no more contributions for it
+    #: (a tied weight's last one included): data parallelism starts reducing a bucket as soon
+    #: as all of its leaves are done. The engine works out when only if it is set; a sink that
+    #: does not need to know says None (the default of a class that derives from LeafSink).
+    leaf_done: Callable[[TensorBase], None] | None = None
+
+    def accepts(self, leaf: TensorBase) -> bool:
         """Whether this sink takes the gradients of ``leaf``."""
 
-    def add(self, leaf: Tensor, grad: Any) -> None:
+    def add(self, leaf: TensorBase, grad: Any) -> None:
         """One contribution to the gradient of ``leaf`` (already in ``leaf``'s shape)."""
 
-    def add_product(self, leaf: Tensor, a: Any, b: Any) -> None:
+    def add_product(self, leaf: TensorBase, a: Any, b: Any) -> None:
         """One contribution equal to ``a @ b`` (2-D), for the sink to compute where it likes."""
-
-    # Optional: ``leaf_done(leaf)``, called once per accepted leaf when backward has no more
-    # contributions for it (data parallelism starts reducing a bucket when all of its are done).
 
 
 def reduce_to_shape(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:
@@ -136,16 +101,17 @@ class _CollectGradients:
     """The default sink: sums contributions per leaf into a Gradients container."""
 
     fuses_gemm = False
+    leaf_done = None
 
     def __init__(self) -> None:
-        self.entries: dict[int, tuple[Tensor, Any]] = {}
+        self.entries: dict[int, tuple[TensorBase, Any]] = {}
         self._handed_out: set[int] = set()
         self._owners: list[Any] = []  # keeps owners alive so their ids stay unique
 
-    def accepts(self, leaf: Tensor) -> bool:
+    def accepts(self, leaf: TensorBase) -> bool:
         return True
 
-    def add(self, leaf: Tensor, grad: Any) -> None:
+    def add(self, leaf: TensorBase, grad: Any) -> None:
         entry = self.entries.get(id(leaf))
         if entry is None:
             # an op may return one array, or views of one array, for two inputs (a + b):
@@ -162,12 +128,12 @@ class _CollectGradients:
         else:
             self.entries[id(leaf)] = (leaf, entry[1] + grad)
 
-    def add_product(self, leaf: Tensor, a: Any, b: Any) -> None:
+    def add_product(self, leaf: TensorBase, a: Any, b: Any) -> None:
         self.add(leaf, a @ b)
 
 
 def run_backward(
-    root: Tensor,
+    root: TensorBase,
     grad: Any = None,
     sink: LeafSink | None = None,
     retain_graph: bool = False,
@@ -181,7 +147,7 @@ def run_backward(
         )
     xp = root.backend.xp
     if grad is None:
-        if root.size != 1:
+        if root.data.size != 1:
             raise RuntimeError(
                 f"backward: the output has shape {root.shape}; reduce it to a scalar first "
                 "(e.g. .sum() or .mean()), or pass grad= of that shape"
@@ -207,9 +173,9 @@ def run_backward(
     return None if sink is not None else Gradients(collector.entries)
 
 
-def _walk(order: list[Node], pending: dict[int, Any], route: Any, retain_graph: bool) -> None:
+def _walk(order: list[Node], pending: dict[int, Any], route: LeafSink, retain_graph: bool) -> None:
     """Process nodes in order, each releasing its saved activations as soon as it is done."""
-    finishing = _leaves_finished_by(order) if getattr(route, "leaf_done", None) is not None else {}
+    finishing = _leaves_finished_by(order) if route.leaf_done is not None else {}
     for index, node in enumerate(order):
         out_grad = pending.pop(id(node), None)
         if out_grad is not None:  # None: nothing flowed here (an output that was not used)
@@ -222,21 +188,21 @@ def _walk(order: list[Node], pending: dict[int, Any], route: Any, retain_graph: 
                 route.leaf_done(leaf)
 
 
-def _leaves_finished_by(order: list[Node]) -> dict[int, list[Tensor]]:
+def _leaves_finished_by(order: list[Node]) -> dict[int, list[TensorBase]]:
     """For each position in ``order``, the leaves whose last contribution comes from that node:
     after it, their gradient of this backward is complete (a tied weight's too)."""
-    last: dict[int, tuple[int, Tensor]] = {}
+    last: dict[int, tuple[int, TensorBase]] = {}
     for index, node in enumerate(order):
         for edge in node.inputs:
             if edge.leaf is not None:
                 last[id(edge.leaf)] = (index, edge.leaf)
-    finishing: dict[int, list[Tensor]] = {}
+    finishing: dict[int, list[TensorBase]] = {}
     for index, leaf in last.values():
         finishing.setdefault(index, []).append(leaf)
     return finishing
 
 
-def _backward_node(node: Node, out_grad: Any, pending: dict[int, Any], route: Any) -> None:
+def _backward_node(node: Node, out_grad: Any, pending: dict[int, Any], route: LeafSink) -> None:
     """One node's backward: input gradients go onward (summed where paths meet) or to the sink.
 
     A function of its own so that every temporary (factors, input gradients) dies on return,
@@ -244,7 +210,7 @@ def _backward_node(node: Node, out_grad: Any, pending: dict[int, Any], route: An
     edges = node.inputs
     ctx = node.ctx
     needs = [edge.requires_grad for edge in edges]
-    if route.fuses_gemm and hasattr(node.fn, "grad_factors"):
+    if route.fuses_gemm and node.fn.grad_factors is not None:
         for i, edge in enumerate(edges):
             if needs[i] and edge.leaf is not None and route.accepts(edge.leaf):
                 factors = node.fn.grad_factors(ctx, out_grad, i)

@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum import ops
-from minitorch_accum.autodiff.tensor import Tensor, _as_operand, _binary, _check_binary, apply
+from minitorch_accum.autodiff.graph import apply
+from minitorch_accum.autodiff.operands import as_operand, binary, check_binary
+from minitorch_accum.autodiff.tensor import Tensor
 from minitorch_accum.ops.axes import axis_argument, normalize_axis
 from minitorch_accum.ops.function import OpError
 
@@ -146,12 +148,12 @@ def chunk(x: Tensor, chunks: int, axis: int | None = None, *, dim: int | None = 
 
 def maximum(a: Tensor, b: Any) -> Tensor:
     """Elementwise maximum (ties share the gradient)."""
-    return _binary(ops.Maximum, "maximum", a, b)
+    return binary(ops.Maximum, "maximum", a, b)
 
 
 def minimum(a: Tensor, b: Any) -> Tensor:
     """Elementwise minimum (ties share the gradient)."""
-    return _binary(ops.Minimum, "minimum", a, b)
+    return binary(ops.Minimum, "minimum", a, b)
 
 
 def _check_joinable(op: str, tensors: Sequence[Tensor]) -> None:
@@ -202,10 +204,10 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
     like = a if isinstance(a, Tensor) else b
     if not isinstance(like, Tensor):
         raise TypeError("where: at least one of a and b must be a Tensor")
-    a = _as_operand(a, like, "where")
-    b = _as_operand(b, like, "where")
-    _check_binary("where", a, b)
-    cond = condition.data if isinstance(condition, Tensor) else like._backend.asarray(condition)
+    a = as_operand(a, like, "where")
+    b = as_operand(b, like, "where")
+    check_binary("where", a, b)
+    cond = condition.data if isinstance(condition, Tensor) else like.backend.asarray(condition)
     if cond.dtype != np.bool_:
         raise TypeError(f"where: condition must be bool, got {cond.dtype.name}")
     try:

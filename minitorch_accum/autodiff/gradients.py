@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from minitorch_accum.autodiff.tensor import Tensor
+    from minitorch_accum.autodiff.graph import TensorBase
 
 __all__ = ["Gradients"]
 
@@ -20,10 +20,10 @@ class Gradients:
 
     __slots__ = ("_entries",)
 
-    def __init__(self, entries: dict[int, tuple[Tensor, Any]] | None = None) -> None:
-        self._entries: dict[int, tuple[Tensor, Any]] = dict(entries or {})
+    def __init__(self, entries: dict[int, tuple[TensorBase, Any]] | None = None) -> None:
+        self._entries: dict[int, tuple[TensorBase, Any]] = dict(entries or {})
 
-    def __getitem__(self, tensor: Tensor) -> Any:
+    def __getitem__(self, tensor: TensorBase) -> Any:
         try:
             return self._entries[id(tensor)][1]
         except KeyError:
@@ -32,7 +32,7 @@ class Gradients:
                 "the loss, or it does not require grad"
             ) from None
 
-    def get(self, tensor: Tensor, default: Any = None) -> Any:
+    def get(self, tensor: TensorBase, default: Any = None) -> Any:
         """The gradient of ``tensor``, or ``default`` when it has none."""
         entry = self._entries.get(id(tensor))
         return default if entry is None else entry[1]
@@ -40,10 +40,10 @@ class Gradients:
     def __contains__(self, tensor: object) -> bool:
         return id(tensor) in self._entries
 
-    def __iter__(self) -> Iterator[Tensor]:
+    def __iter__(self) -> Iterator[TensorBase]:
         return (tensor for tensor, _ in self._entries.values())
 
-    def items(self) -> Iterator[tuple[Tensor, Any]]:
+    def items(self) -> Iterator[tuple[TensorBase, Any]]:
         """(tensor, gradient array) pairs in the order the gradients were produced."""
         return iter(list(self._entries.values()))
 
@@ -53,7 +53,7 @@ class Gradients:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def set(self, tensor: Tensor, grad: Any) -> None:
+    def set(self, tensor: TensorBase, grad: Any) -> None:
         """Register or replace the gradient of ``tensor``."""
         if tuple(grad.shape) != tuple(tensor.shape):
             raise ValueError(
@@ -63,7 +63,7 @@ class Gradients:
 
     __setitem__ = set
 
-    def remove(self, tensor: Tensor) -> Any:
+    def remove(self, tensor: TensorBase) -> Any:
         """Take the gradient of ``tensor`` out of the container and return it (Burn's ``remove``)."""
         return self._entries.pop(id(tensor))[1]
 

@@ -8,24 +8,12 @@ and the world of one process otherwise, so the same command runs alone or data-p
 
 from __future__ import annotations
 
-import os
-
 from minitorch_accum.distributed.communicator import Communicator, LocalCommunicator
+from minitorch_accum.distributed.launch_environment import launched_world_size
 
-__all__ = ["COMMUNICATORS", "launched_world_size", "make_communicator"]
+__all__ = ["COMMUNICATORS", "make_communicator"]
 
 COMMUNICATORS = ("auto", "mpi", "nccl", "local")
-
-_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
-
-
-def launched_world_size() -> int:
-    """The number of ranks the MPI launcher started (1 when not launched by one)."""
-    for name in _SIZE_VARIABLES:
-        value = os.environ.get(name)
-        if value and value.isdigit():
-            return int(value)
-    return 1
 
 
 def make_communicator(kind: str | Communicator = "auto") -> Communicator:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum.distributed.communicator import Communicator
-from minitorch_accum.distributed.launch import launched_world_size
+from minitorch_accum.distributed.launch_environment import launched_world_size
 from minitorch_accum.distributed.mpi_communicator import import_mpi
 
 __all__ = ["NCCLCommunicator"]

@@ -42,7 +42,7 @@ ENV_VAR = "MTA_KERNELS"
 _native_module: ModuleType | None
 _native_import_error: ImportError | None
 try:
-    from minitorch_accum import _native as _loaded
+    import minitorch_accum._native as _loaded
 except ImportError as error:  # no compiler at install time: the NumPy reference still works
     _native_module, _native_import_error = None, error
 else:

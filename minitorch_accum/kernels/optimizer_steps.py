@@ -4,7 +4,7 @@
 loss-scale unscale into the step, so normalizing costs no pass of its own.
 Semantics follow PyTorch's SGD and AdamW; the exact formula is in
 csrc/accum_math.cuh, the host scalars (derived and checked once, for every
-path) in hyperparameters.py.
+path) in optimizer_scalars.py.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from minitorch_accum.kernels.dispatch import call_device, host_module
-from minitorch_accum.kernels.hyperparameters import AdamScalars, SgdScalars, adam_scalars, sgd_scalars
 from minitorch_accum.kernels.launch.plan import plan_adam, plan_multi_adam, plan_multi_sgd, plan_sgd
 from minitorch_accum.kernels.launch.runners import runner_for
+from minitorch_accum.kernels.optimizer_scalars import AdamScalars, SgdScalars, adam_scalars, sgd_scalars
 from minitorch_accum.kernels.validation import ADAM_ARRAYS, SGD_ARRAYS, check_step
 
 __all__ = ["adamw_step", "multi_adamw_step", "multi_sgd_momentum_step", "sgd_momentum_step"]

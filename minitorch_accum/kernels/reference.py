@@ -2,7 +2,7 @@
 
 Each function has the signature of its twin in the native module
 (minitorch_accum._native): the optimizer steps take the scalars object of
-``hyperparameters`` rather than keyword arguments, so one host branch of the
+``optimizer_scalars`` rather than keyword arguments, so one host branch of the
 public face calls either module. Each makes the same argument checks, with the
 same messages (``validation``). The arithmetic is written in the order of
 csrc/accum_math.cuh with scalars rounded once to the accumulator dtype, so the
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum.kernels import l2_scaling, modes
-from minitorch_accum.kernels.hyperparameters import AdamScalars, SgdScalars
+from minitorch_accum.kernels.optimizer_scalars import AdamScalars, SgdScalars
 from minitorch_accum.kernels.validation import (
     ADAM_ARRAYS,
     SGD_ARRAYS,

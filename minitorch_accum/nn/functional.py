@@ -15,11 +15,13 @@ import numpy as np
 
 from minitorch_accum import ops
 from minitorch_accum.autodiff import Tensor, apply, gelu, log_softmax, relu, sigmoid, softmax, tanh
-from minitorch_accum.autodiff.tensor import _check_binary
+from minitorch_accum.autodiff.operands import check_binary
 from minitorch_accum.backend import default_generator
 from minitorch_accum.ops.function import OpError
+from minitorch_accum.ops.matmul import matmul_shape
 
 __all__ = [
+    "LOSS_REDUCTIONS",
     "REDUCTIONS",
     "batch_norm",
     "count_items",
@@ -38,12 +40,15 @@ __all__ = [
     "tanh",
 ]
 
-REDUCTIONS = ("mean", "sum", "none")
+#: how a loss reduces its per-item values (not how a window normalizes its gradient: that is
+#: ``minitorch_accum.accum.WINDOW_REDUCTIONS``)
+LOSS_REDUCTIONS = ("mean", "sum", "none")
+REDUCTIONS = LOSS_REDUCTIONS  # its name before it said which
 
 
 def _check_reduction(op: str, reduction: str) -> None:
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"{op}: reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+    if reduction not in LOSS_REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {', '.join(LOSS_REDUCTIONS)}, got {reduction!r}")
 
 
 def _target_array(targets: Any, like: Tensor, op: str) -> Any:
@@ -60,7 +65,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
     PyTorch's ``F.linear`` takes an (out, in) weight; pass such a weight (an Embedding's
     table for a tied head, a converted PyTorch weight) as ``weight.mT``."""
-    if weight.ndim != 2 or x.ndim == 0 or weight.shape[0] != x.shape[-1]:
+    if weight.ndim != 2 or not _fits_matmul(x, weight):
         hint = ""
         if weight.ndim == 2 and x.ndim and weight.shape[1] == x.shape[-1]:
             hint = ("; weights here are (in, out) (y = x @ W + b, Burn's layout): for a PyTorch-layout "
@@ -69,6 +74,15 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
                       f"it needs shape ({x.shape[-1] if x.ndim else '?'}, out){hint}")
     out = x @ weight
     return out if bias is None else out + bias
+
+
+def _fits_matmul(x: Tensor, weight: Tensor) -> bool:
+    """Whether ``x @ weight`` is defined, by the one statement of matmul's shape rules."""
+    try:
+        matmul_shape("linear", x.shape, weight.shape)
+    except OpError:
+        return False
+    return True
 
 
 def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
@@ -106,7 +120,7 @@ def mse_loss(prediction: Tensor, target: Any, reduction: str = "mean") -> Tensor
         target = Tensor(prediction.backend.asarray(target, dtype=prediction.dtype), _backend=prediction.backend)
     if target.shape != prediction.shape:
         raise OpError(f"mse_loss: prediction has shape {prediction.shape} but target has {target.shape}")
-    _check_binary("mse_loss", prediction, target)
+    check_binary("mse_loss", prediction, target)
     diff = prediction - target
     squared = diff * diff
     if reduction == "none":
@@ -140,7 +154,7 @@ def layer_norm(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
             f"layer_norm: input of shape {x.shape} needs weight and bias of shape ({d},), "
             f"got {weight.shape} and {bias.shape}"
         )
-    _check_binary("layer_norm", x, weight)
+    check_binary("layer_norm", x, weight)
     return apply(ops.LayerNorm, x, weight, bias, eps=eps)
 
 

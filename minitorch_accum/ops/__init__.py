@@ -1,12 +1,12 @@
 """Ops: each a Function with its forward and backward side by side, on backend arrays."""
 
 from minitorch_accum.ops.attention import ScaledDotProductAttention
+from minitorch_accum.ops.conversion import Cast, Transfer
 from minitorch_accum.ops.dropout import Dropout
 from minitorch_accum.ops.elementwise import (
     GELU_APPROXIMATIONS,
     Abs,
     Add,
-    Cast,
     Clamp,
     Div,
     Exp,
@@ -83,5 +83,6 @@ __all__ = [
     "Sub",
     "Sum",
     "Tanh",
+    "Transfer",
     "Where",
 ]

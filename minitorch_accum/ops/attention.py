@@ -11,13 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from minitorch_accum.ops.function import Context, Function
+from minitorch_accum.ops.matmul import swap_last
 from minitorch_accum.ops.softmax import stable_log_softmax
 
 __all__ = ["ScaledDotProductAttention"]
-
-
-def _swap_last(xp: Any, m: Any) -> Any:
-    return xp.swapaxes(m, -1, -2)
 
 
 class ScaledDotProductAttention(Function):
@@ -32,7 +29,7 @@ class ScaledDotProductAttention(Function):
     def forward(ctx: Context, q: Any, k: Any, v: Any, *, scale: float, bias: Any, keep: Any,
                 keep_scale: float) -> Any:
         xp = ctx.xp
-        scores = xp.matmul(q, _swap_last(xp, k)) * q.dtype.type(scale)
+        scores = xp.matmul(q, swap_last(xp, k)) * q.dtype.type(scale)
         if bias is not None:
             scores = scores + bias
         probs = xp.exp(stable_log_softmax(xp, scores, -1))
@@ -47,15 +44,15 @@ class ScaledDotProductAttention(Function):
         xp = ctx.xp
         scale = grad.dtype.type(ctx.scale)
         need_q, need_k, need_v = ctx.needs_input_grad
-        grad_v = xp.matmul(_swap_last(xp, _dropped(ctx, probs)), grad) if need_v else None
+        grad_v = xp.matmul(swap_last(xp, _dropped(ctx, probs)), grad) if need_v else None
         if not (need_q or need_k):
             return None, None, grad_v
-        grad_probs = _dropped(ctx, xp.matmul(grad, _swap_last(xp, v)))
+        grad_probs = _dropped(ctx, xp.matmul(grad, swap_last(xp, v)))
         # softmax backward: p * (g - sum(g p)) over the keys
         grad_scores = probs * (grad_probs - xp.sum(grad_probs * probs, axis=-1, keepdims=True))
         grad_scores *= scale
         grad_q = xp.matmul(grad_scores, k) if need_q else None
-        grad_k = xp.matmul(_swap_last(xp, grad_scores), q) if need_k else None
+        grad_k = xp.matmul(swap_last(xp, grad_scores), q) if need_k else None
         return grad_q, grad_k, grad_v
 
 

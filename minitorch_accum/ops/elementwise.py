@@ -16,7 +16,6 @@ __all__ = [
     "GELU_APPROXIMATIONS",
     "Abs",
     "Add",
-    "Cast",
     "Clamp",
     "Div",
     "Exp",
@@ -390,15 +389,3 @@ class Where(Function):
             xp.where(cond, zero, grad) if ctx.needs_input_grad[1] else None,
         )
 
-
-class Cast(Function):
-    """Change dtype; the gradient is cast back to the input's dtype."""
-
-    @staticmethod
-    def forward(ctx: Context, x: Any, *, dtype: Any) -> Any:
-        ctx.input_dtype = x.dtype
-        return x.astype(dtype)
-
-    @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        return (grad.astype(ctx.input_dtype),)

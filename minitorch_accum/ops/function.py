@@ -13,11 +13,15 @@ and backward with NumPy's floating-point warnings silenced.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from minitorch_accum.backend.base import Backend
 
-__all__ = ["Context", "Function", "OpError"]
+__all__ = ["Context", "Function", "GradFactors", "OpError"]
+
+#: ``grad_factors(ctx, grad, index)``: see ``Function.grad_factors``
+GradFactors = Callable[["Context", Any, int], "tuple[Any, Any] | None"]
 
 
 class OpError(ValueError):
@@ -47,6 +51,13 @@ class Context:
 
 class Function(ABC):
     """Base class of every op. Subclasses define ``forward`` and ``backward`` as static methods."""
+
+    #: An op whose gradient of an input can be one plain GEMM offers it as two factors:
+    #: ``grad_factors(ctx, grad, index)`` returns 2-D ``(A, B)`` with ``A @ B`` equal to the
+    #: gradient of input ``index`` (or None where, for that call, it is not one GEMM), so that a
+    #: sink fusing GEMMs lets the GEMM itself write it into a persistent buffer (beta = 1).
+    #: None, the default, says that the op never does: the engine then always calls ``backward``.
+    grad_factors: ClassVar[GradFactors | None] = None
 
     @staticmethod
     @abstractmethod

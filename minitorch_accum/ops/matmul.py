@@ -1,4 +1,9 @@
-"""Matrix product (2-D and batched), whose weight gradient can be fused into a GEMM.
+"""Matrix product: its shape rules, and the op (2-D and batched) whose weight gradient can be fused into a GEMM.
+
+``matmul_shape`` is the one statement of the rules (NumPy's and PyTorch's: a 1-D operand is
+a row on the left and a column on the right, and drops out of the result; the axes before
+the last two broadcast); every matmul of tensors, ``@`` and ``F.linear`` included, checks
+its operands with it. ``MatMul`` itself takes operands of 2 axes or more.
 
 ``grad_factors`` exposes the weight gradient as a product ``A @ B`` of two 2-D
 arrays instead of computing it, so the accumulation layer can let the GEMM itself
@@ -10,12 +15,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from minitorch_accum.ops.function import Context, Function
+import numpy as np
 
-__all__ = ["MatMul"]
+from minitorch_accum.ops.function import Context, Function, OpError
+
+__all__ = ["MatMul", "matmul_shape", "swap_last"]
 
 
-def _swap_last(xp: Any, m: Any) -> Any:
+def matmul_shape(op: str, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of ``a @ b`` for operands of shapes ``a`` and ``b``; an OpError that names
+    ``op`` and both shapes when they do not fit."""
+    if not a or not b:
+        raise OpError(f"{op}: operands must have at least 1 axis, got shapes {a} and {b}")
+    left = (1, *a) if len(a) == 1 else a
+    right = (*b, 1) if len(b) == 1 else b
+    if left[-1] != right[-2]:
+        raise OpError(
+            f"{op}: shapes {a} and {b} are not aligned: "
+            f"{left[-1]} (last axis of the first) != {right[-2]} (second-to-last of the second)"
+        )
+    try:
+        batch = np.broadcast_shapes(left[:-2], right[:-2])
+    except ValueError:
+        raise OpError(f"{op}: batch shapes of {a} and {b} cannot be broadcast") from None
+    rows = left[-2:-1] if len(a) > 1 else ()  # a 1-D operand's axis drops out
+    columns = right[-1:] if len(b) > 1 else ()
+    return batch + rows + columns
+
+
+def swap_last(xp: Any, m: Any) -> Any:
+    """``m`` with its last two axes swapped (a batch of matrices transposed), as a view."""
     return xp.swapaxes(m, -1, -2)
 
 
@@ -32,10 +61,10 @@ class MatMul(Function):
         grad_a = grad_b = None
         if ctx.needs_input_grad[0]:
             factors = _factors(xp, a, b, grad, 0)
-            grad_a = factors[0] @ factors[1] if factors else xp.matmul(grad, _swap_last(xp, b))
+            grad_a = factors[0] @ factors[1] if factors else xp.matmul(grad, swap_last(xp, b))
         if ctx.needs_input_grad[1]:
             factors = _factors(xp, a, b, grad, 1)
-            grad_b = factors[0] @ factors[1] if factors else xp.matmul(_swap_last(xp, a), grad)
+            grad_b = factors[0] @ factors[1] if factors else xp.matmul(swap_last(xp, a), grad)
         return grad_a, grad_b
 
     @staticmethod

@@ -6,7 +6,8 @@ from typing import Any
 
 from minitorch_accum import kernels
 from minitorch_accum.optim.fused_groups import group_for_fused_step
-from minitorch_accum.optim.optimizer import Optimizer, UpdateEntry, _check_positive, _check_range, _params_or_lr
+from minitorch_accum.optim.hyperparameter_checks import check_positive, check_range, params_or_lr
+from minitorch_accum.optim.optimizer import Optimizer, UpdateEntry
 
 __all__ = ["Adam", "AdamW"]
 
@@ -26,7 +27,7 @@ class Adam(Optimizer):
 
     def __init__(self, params: Any = None, lr: float | None = None, *, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float | None = None) -> None:
-        params, lr = _params_or_lr(type(self).__name__, params, lr)
+        params, lr = params_or_lr(type(self).__name__, params, lr)
         super().__init__(params, {"lr": 1e-3 if lr is None else lr, "betas": betas, "eps": eps,
                                   "weight_decay": self.default_weight_decay if weight_decay is None else weight_decay})
 
@@ -36,10 +37,10 @@ class Adam(Optimizer):
         if isinstance(betas, str) or not hasattr(betas, "__len__") or len(betas) != 2:
             raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
         return {
-            "lr": _check_positive("lr", h["lr"]),
-            "betas": (_check_range("beta1", betas[0], 0.0, 1.0), _check_range("beta2", betas[1], 0.0, 1.0)),
-            "eps": _check_positive("eps", h["eps"]),
-            "weight_decay": _check_range("weight_decay", h["weight_decay"], 0.0, float("inf")),
+            "lr": check_positive("lr", h["lr"]),
+            "betas": (check_range("beta1", betas[0], 0.0, 1.0), check_range("beta2", betas[1], 0.0, 1.0)),
+            "eps": check_positive("eps", h["eps"]),
+            "weight_decay": check_range("weight_decay", h["weight_decay"], 0.0, float("inf")),
         }
 
     def state_slots(self) -> int:

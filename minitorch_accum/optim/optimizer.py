@@ -34,6 +34,7 @@ import numpy as np
 from minitorch_accum.backend import backend_of_array
 from minitorch_accum.nn import Module, Param
 from minitorch_accum.optim.grad_source import GradientWindow, gradient_window
+from minitorch_accum.optim.hyperparameter_checks import check_positive
 
 __all__ = ["Optimizer", "UpdateEntry"]
 
@@ -77,7 +78,7 @@ class Optimizer(ABC):
     # ------------------------------------------------------ hyperparameters
     def _validated(self, hyperparameters: dict[str, Any]) -> dict[str, Any]:
         """The hyperparameters checked (and normalized); subclasses check theirs."""
-        return {"lr": _check_positive("lr", hyperparameters["lr"])}
+        return {"lr": check_positive("lr", hyperparameters["lr"])}
 
     def add_param_group(self, group: dict[str, Any]) -> None:
         """Add a group ``{"params": [...], <hyperparameter>: value, ...}``; what it does not set
@@ -158,7 +159,7 @@ class Optimizer(ABC):
             raise ValueError(f"{self._name}.update: got {len(grouped)} lists of entries for "
                              f"{len(self.param_groups)} parameter groups")
         base = self.defaults["lr"]
-        target = base if lr is None else _check_positive("lr", lr)
+        target = base if lr is None else check_positive("lr", lr)
         self.step_count += 1
         for group, entries in zip(self.param_groups, grouped, strict=True):
             if not entries:
@@ -274,35 +275,6 @@ class Optimizer(ABC):
         return groups
 
 
-def _params_or_lr(optimizer: str, params: Any, lr: float | None) -> tuple[Any, float | None]:
-    """(params, lr) from the two ways to call a constructor: ``SGD(0.1)`` (a number first: the
-    rate, for every parameter of the model) and ``SGD(params, lr=0.1)`` (PyTorch's)."""
-    if isinstance(params, int | float | np.number) and not isinstance(params, bool):
-        if lr is not None:
-            raise TypeError(f"{optimizer}: got a learning rate twice ({params} and lr={lr}); the first "
-                            "argument is either the rate or the parameters")
-        return None, params
-    return params, lr
-
-
 def _plain(value: Any) -> Any:
     """A hyperparameter as JSON keeps it (tuples become lists)."""
     return list(value) if isinstance(value, tuple) else value
-
-
-def _check_number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    return float(value)
-
-
-def _check_positive(name: str, value: float) -> float:
-    if not _check_number(name, value) > 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
-
-
-def _check_range(name: str, value: float, low: float, high: float) -> float:
-    if not low <= _check_number(name, value) < high:
-        raise ValueError(f"{name} must be in [{low}, {high}), got {value!r}")
-    return float(value)

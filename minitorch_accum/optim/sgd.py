@@ -6,7 +6,8 @@ from typing import Any
 
 from minitorch_accum import kernels
 from minitorch_accum.optim.fused_groups import group_for_fused_step
-from minitorch_accum.optim.optimizer import Optimizer, UpdateEntry, _check_positive, _check_range, _params_or_lr
+from minitorch_accum.optim.hyperparameter_checks import check_positive, check_range, params_or_lr
+from minitorch_accum.optim.optimizer import Optimizer, UpdateEntry
 
 __all__ = ["SGD"]
 
@@ -25,7 +26,7 @@ class SGD(Optimizer):
 
     def __init__(self, params: Any = None, lr: float | None = None, *, momentum: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, dampening: float = 0.0) -> None:
-        params, lr = _params_or_lr("SGD", params, lr)
+        params, lr = params_or_lr("SGD", params, lr)
         if lr is None:
             raise TypeError("SGD: lr is required, e.g. SGD(0.1) or SGD(model.parameters(), lr=0.1)")
         super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay,
@@ -34,11 +35,11 @@ class SGD(Optimizer):
     def _validated(self, hyperparameters: dict[str, Any]) -> dict[str, Any]:
         h = hyperparameters
         checked = {
-            "lr": _check_positive("lr", h["lr"]),
-            "momentum": _check_range("momentum", h["momentum"], 0.0, 1.0),
-            "weight_decay": _check_range("weight_decay", h["weight_decay"], 0.0, float("inf")),
+            "lr": check_positive("lr", h["lr"]),
+            "momentum": check_range("momentum", h["momentum"], 0.0, 1.0),
+            "weight_decay": check_range("weight_decay", h["weight_decay"], 0.0, float("inf")),
             "nesterov": bool(h["nesterov"]),
-            "dampening": _check_range("dampening", h["dampening"], 0.0, 1.0 + 1e-12),
+            "dampening": check_range("dampening", h["dampening"], 0.0, 1.0 + 1e-12),
         }
         if checked["nesterov"] and (checked["momentum"] == 0.0 or checked["dampening"] != 0.0):
             raise ValueError("SGD: nesterov needs momentum > 0 and dampening = 0")

@@ -17,11 +17,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from minitorch_accum.accum import FUSIONS
 from minitorch_accum.testing.cases import ACTIVATIONS, TIES, Case, ModelSpec
 
 __all__ = ["TIES", "UNTIED", "cases", "model_specs", "spare_steps", "splits"]
 
-FUSIONS = ("leaf", "gemm", "none")
 #: ``ties`` default: untied models only, since a model that uses a parameter twice cannot be
 #: mirrored layer by layer (into PyTorch, say); pass ``ties=TIES`` to draw tied ones too
 UNTIED = ("none",)

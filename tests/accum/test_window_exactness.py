@@ -7,11 +7,9 @@ import numpy as np
 import pytest
 
 import minitorch_accum as mta
-from minitorch_accum.accum import Accumulator
+from minitorch_accum.accum import FUSIONS, Accumulator
 from minitorch_accum.nn import functional as F
 from tests.accum.helpers import SIZES, data, full_batch_grads, max_difference, mlp, split, summed_loss, window_grads
-
-FUSIONS = ["leaf", "gemm", "none"]
 
 
 @pytest.mark.parametrize("fusion", FUSIONS)

@@ -10,6 +10,7 @@ import pytest
 
 import minitorch_accum as mta
 from minitorch_accum import nn
+from minitorch_accum.autodiff import LeafSink, run_backward
 
 
 def test_a_10000_op_chain_backpropagates_without_recursion() -> None:
@@ -135,3 +136,60 @@ def test_unused_branch_gets_no_gradient() -> None:
     _unused = w * 3.0
     grads = (x * 2.0).sum().backward()
     assert w not in grads
+
+
+class _RecordingSink(LeafSink):
+    """A sink that keeps what the engine hands it, in order."""
+
+    def __init__(self, fuses_gemm: bool, listens: bool) -> None:
+        self.fuses_gemm = fuses_gemm
+        self.events: list[tuple[str, int]] = []
+        self.sums: dict[int, np.ndarray] = {}
+        if listens:
+            self.leaf_done = lambda leaf: self.events.append(("done", id(leaf)))
+
+    def accepts(self, leaf: object) -> bool:
+        return True
+
+    def add(self, leaf: object, grad: np.ndarray) -> None:
+        self._sum("add", leaf, grad)
+
+    def add_product(self, leaf: object, a: np.ndarray, b: np.ndarray) -> None:
+        self._sum("product", leaf, a @ b)
+
+    def _sum(self, kind: str, leaf: object, grad: np.ndarray) -> None:
+        self.events.append((kind, id(leaf)))
+        self.sums[id(leaf)] = self.sums.get(id(leaf), 0) + grad
+
+
+@pytest.mark.parametrize("fuses_gemm", [False, True])
+def test_a_sink_gets_the_gemm_factors_only_of_a_matmul_and_hears_when_each_leaf_is_done(fuses_gemm: bool) -> None:
+    rng = np.random.default_rng(0)
+    x = mta.tensor(rng.standard_normal((5, 3)), dtype="float64")
+    w = mta.tensor(rng.standard_normal((3, 4)), dtype="float64", requires_grad=True)
+    b = mta.tensor(rng.standard_normal(4), dtype="float64", requires_grad=True)
+    loss = ((x @ w + b).tanh() @ w.mT).sum()  # w is used twice: done only after its second use
+    expected = loss.backward(retain_graph=True)
+
+    sink = _RecordingSink(fuses_gemm, listens=True)
+    run_backward(loss, sink=sink)
+    for leaf in (w, b):
+        np.testing.assert_allclose(sink.sums[id(leaf)], expected[leaf], rtol=1e-12)
+    kinds = {kind for kind, leaf in sink.events if leaf == id(w) and kind != "done"}
+    assert kinds == ({"product", "add"} if fuses_gemm else {"add"})  # x @ w fuses, w.mT (a Permute) cannot
+    assert ("product", id(b)) not in sink.events  # an Add gives no factors: Function.grad_factors is None
+    for leaf in (w, b):
+        done = [i for i, event in enumerate(sink.events) if event == ("done", id(leaf))]
+        assert len(done) == 1 and all(i < done[0] for i, event in enumerate(sink.events) if event[1] == id(leaf)
+                                      and event[0] != "done")
+
+
+def test_a_sink_that_does_not_listen_hears_nothing_and_still_gets_every_gradient() -> None:
+    w = mta.tensor([[1.0, 2.0], [3.0, 4.0]], dtype="float64", requires_grad=True)
+    loss = (w @ w).sum()
+    expected = loss.backward(retain_graph=True)[w]
+    sink = _RecordingSink(fuses_gemm=True, listens=False)
+    assert sink.leaf_done is None  # LeafSink's default
+    run_backward(loss, sink=sink)
+    np.testing.assert_allclose(sink.sums[id(w)], expected, rtol=1e-12)
+    assert [kind for kind, _ in sink.events] == ["product", "product"]  # both sides of w @ w, no "done"

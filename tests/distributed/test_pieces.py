@@ -15,7 +15,8 @@ from minitorch_accum import nn
 from minitorch_accum.accum import Accumulator, GradArena
 from minitorch_accum.distributed import DataParallel, LocalCommunicator, plan_buckets, rank_windows
 from minitorch_accum.distributed.checkpoint_broadcast import gather_json, share_checkpoint
-from minitorch_accum.distributed.launch import launched_world_size, make_communicator
+from minitorch_accum.distributed.launch import make_communicator
+from minitorch_accum.distributed.launch_environment import launched_world_size
 from minitorch_accum.distributed.pair_sum import add_pairs
 from minitorch_accum.distributed.parameter_sync import parameter_digest
 

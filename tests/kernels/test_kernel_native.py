@@ -17,7 +17,7 @@ import pytest
 import minitorch_accum.kernels as K
 from minitorch_accum.kernels import reference
 from minitorch_accum.kernels.dispatch import native
-from minitorch_accum.kernels.hyperparameters import adam_scalars
+from minitorch_accum.kernels.optimizer_scalars import adam_scalars
 from tests.kernels.kernel_cases import on_path
 
 pytestmark = pytest.mark.skipif(not K.native_available(), reason="needs the native extension")

@@ -15,9 +15,9 @@ import pytest
 from minitorch_accum.kernels import catalog, modes
 from minitorch_accum.kernels.dispatch import native
 from minitorch_accum.kernels.dtypes import ACCUMULATE_KINDS, FLOAT32, FLOAT64, NORM_DTYPES, SHORT_NAMES
-from minitorch_accum.kernels.hyperparameters import AdamScalars, SgdScalars
 from minitorch_accum.kernels.launch import emulator
 from minitorch_accum.kernels.launch import plan as launch_plan
+from minitorch_accum.kernels.optimizer_scalars import AdamScalars, SgdScalars
 from minitorch_accum.kernels.sources import csrc_dir, cuda_sources, source_text
 from minitorch_accum.kernels.tools import nvrtc
 from minitorch_accum.kernels.tools.command import main

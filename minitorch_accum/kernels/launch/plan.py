@@ -40,7 +40,7 @@ from minitorch_accum.kernels.dtypes import (
     NORM_DTYPES,
     SHORT_NAMES,
 )
-from minitorch_accum.kernels.hyperparameters import AdamScalars, SgdScalars
+from minitorch_accum.kernels.optimizer_scalars import AdamScalars, SgdScalars
 
 __all__ = [
     "CHUNK_SIZE",

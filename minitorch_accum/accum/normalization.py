@@ -13,14 +13,18 @@ factor applied at the end of the window (and folded into the optimizer's fused s
 
 from __future__ import annotations
 
-__all__ = ["REDUCTIONS", "check_reduction", "window_scale"]
+__all__ = ["REDUCTIONS", "WINDOW_REDUCTIONS", "check_reduction", "window_scale"]
 
-REDUCTIONS = ("mean", "sum", "items")
+#: how a window's summed gradient may be normalized (not how a loss reduces its items: that is
+#: ``minitorch_accum.nn.functional.LOSS_REDUCTIONS``)
+WINDOW_REDUCTIONS = ("mean", "sum", "items")
+REDUCTIONS = WINDOW_REDUCTIONS  # its name before it said which
 
 
 def check_reduction(reduction: str) -> str:
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+    """``reduction`` if it is one of ``WINDOW_REDUCTIONS``; a ValueError listing them otherwise."""
+    if reduction not in WINDOW_REDUCTIONS:
+        raise ValueError(f"reduction must be one of {', '.join(WINDOW_REDUCTIONS)}, got {reduction!r}")
     return reduction
 
 

@@ -1,0 +1,131 @@
+"""The graph that tensors build: what the graph knows of a tensor, the node that made it, and ``apply``.
+
+``apply`` runs a Function's forward on its inputs' arrays and, when a gradient will flow
+(grad mode on and an input that requires grad), gives the result a ``Node``: the Function,
+the Context it saved into, and an ``Edge`` per input. The engine walks those nodes backward.
+
+``TensorBase`` is the part of a tensor that the graph and the engine read (its array, its
+backend, whether it requires grad, its node); ``Tensor`` builds on it. It lives here, below
+the Tensor class and its rooms, so that they can all make and recognize tensors without
+importing the module that assembles Tensor: ``wrap`` is how each makes one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from minitorch_accum import ops
+from minitorch_accum.autodiff.grad_mode import is_grad_enabled
+from minitorch_accum.backend import Backend, backend_of_array, is_float_dtype
+from minitorch_accum.ops.function import Context, Function
+
+__all__ = ["Edge", "Node", "TensorBase", "apply", "transfer"]
+
+
+class TensorBase:
+    """A backend array and, when it needs a gradient, the node that made it (Tensor's base)."""
+
+    __slots__ = ("__dict__", "__weakref__", "_backend", "_node", "data", "requires_grad")
+
+    #: ``wrap(data, node=None, backend=None)``, which Tensor defines: a new tensor holding
+    #: ``data``, an array of this tensor's backend (or of ``backend``): an op's result that
+    #: records ``node`` (and so requires grad) when one is given, a constant otherwise. Every
+    #: op result is made through it, so that an op on a parameter gives a plain tensor. (Declared,
+    #: not an abstract method: isinstance against an ABC costs every op a few hundred ns.)
+    wrap: Callable[..., Any]
+
+    def __init__(self, data: Any, requires_grad: bool = False, *, _node: Node | None = None,
+                 _backend: Backend | None = None) -> None:
+        self._backend = _backend if _backend is not None else backend_of_array(data)
+        self.data = data
+        self._node = _node
+        if requires_grad and not is_float_dtype(data.dtype):
+            raise TypeError(f"only float tensors can require grad; this one is {data.dtype.name}")
+        self.requires_grad = requires_grad
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def backend(self) -> Backend:
+        """The backend (NumPy or CuPy, and the device) that holds ``data``."""
+        return self._backend
+
+    @property
+    def grad_fn(self) -> Node | None:
+        """The graph node that made this tensor (its op, what it saved, its inputs); None for a
+        leaf or a tensor made without recording (PyTorch's name)."""
+        return self._node
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+
+class Edge:
+    """What backward needs to know about one input of a node, without holding its data.
+
+    A node keeps the *node* that produced each input (or the leaf tensor itself),
+    never intermediate tensors: an intermediate result nobody saved for backward is
+    freed as soon as the user drops it, which is what keeps activation memory to
+    what backward really needs.
+    """
+
+    __slots__ = ("backend", "dtype", "leaf", "node", "requires_grad", "shape")
+
+    def __init__(self, tensor: TensorBase) -> None:
+        self.node: Node | None = tensor.grad_fn if tensor.requires_grad else None
+        self.leaf: TensorBase | None = tensor if tensor.requires_grad and tensor.grad_fn is None else None
+        self.requires_grad = tensor.requires_grad
+        self.shape = tensor.shape
+        self.dtype = tensor.dtype
+        self.backend = tensor.backend
+
+
+class Node:
+    """How a tensor was made: the op, what it saved, and an edge per input."""
+
+    __slots__ = ("ctx", "fn", "freed", "inputs")
+
+    def __init__(self, fn: type[Function], ctx: Context, inputs: tuple[TensorBase, ...]) -> None:
+        self.fn = fn
+        self.ctx = ctx
+        self.inputs = tuple(Edge(t) for t in inputs)
+        self.freed = False
+
+    def release(self) -> None:
+        """Free saved activations and the references to inputs once backward is done with them."""
+        self.ctx.release()
+        self.inputs = ()
+        self.freed = True
+
+
+def apply(fn: type[Function], *inputs: TensorBase, **params: Any) -> Any:
+    """Run an op's forward on the inputs' arrays and record a graph node if needed."""
+    first = inputs[0]
+    backend = first.backend
+    needs = tuple(t.requires_grad for t in inputs)
+    record = is_grad_enabled() and any(needs)
+    ctx = Context(backend, needs)
+    with backend.device_scope(), np.errstate(all="ignore"):
+        out = fn.forward(ctx, *[t.data for t in inputs], **params)
+    dtype = first.dtype
+    if out.dtype != dtype and fn is not ops.Cast and is_float_dtype(dtype):
+        out = out.astype(dtype)  # some 16-bit NumPy loops (ml_dtypes matmul) return float32
+    return first.wrap(out, Node(fn, ctx, inputs) if record else None)
+
+
+def transfer(x: TensorBase, target: Backend) -> Any:
+    """``x`` copied to ``target``'s device; the gradient flows back to ``x``'s."""
+    ctx = Context(x.backend, (x.requires_grad,))
+    out = ops.Transfer.forward(ctx, x.data, target=target)
+    record = is_grad_enabled() and x.requires_grad
+    return x.wrap(out, Node(ops.Transfer, ctx, (x,)) if record else None, backend=target)

@@ -1,0 +1,37 @@
+"""Conversions: a tensor to another dtype or to another device, the gradient converted back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minitorch_accum.backend.base import Backend
+from minitorch_accum.ops.function import Context, Function
+
+__all__ = ["Cast", "Transfer"]
+
+
+class Cast(Function):
+    """Change dtype; the gradient is cast back to the input's dtype."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Any, *, dtype: Any) -> Any:
+        ctx.input_dtype = x.dtype
+        return x.astype(dtype)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any]:
+        return (grad.astype(ctx.input_dtype),)
+
+
+class Transfer(Function):
+    """Copy to the ``target`` backend's device; the gradient is copied back to the input's
+    (``ctx.backend``). The one op whose result lives on another backend than its input: the
+    autodiff layer's ``transfer`` runs it."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Any, *, target: Backend) -> Any:
+        return target.asarray(x)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any]:
+        return (ctx.backend.asarray(grad),)

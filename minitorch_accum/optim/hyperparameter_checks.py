@@ -1,0 +1,45 @@
+"""The checks every optimizer's constructor makes of its hyperparameters, with one wording.
+
+Each returns the value as a float (or raises a ValueError that names the hyperparameter);
+``params_or_lr`` sorts out the two ways a constructor is called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["check_number", "check_positive", "check_range", "params_or_lr"]
+
+
+def params_or_lr(optimizer: str, params: Any, lr: float | None) -> tuple[Any, float | None]:
+    """(params, lr) from the two ways to call a constructor: ``SGD(0.1)`` (a number first: the
+    rate, for every parameter of the model) and ``SGD(params, lr=0.1)`` (PyTorch's)."""
+    if isinstance(params, int | float | np.number) and not isinstance(params, bool):
+        if lr is not None:
+            raise TypeError(f"{optimizer}: got a learning rate twice ({params} and lr={lr}); the first "
+                            "argument is either the rate or the parameters")
+        return None, params
+    return params, lr
+
+
+def check_number(name: str, value: Any) -> float:
+    """``value`` as a float; a bool or anything but a real number is refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
+def check_positive(name: str, value: float) -> float:
+    """A number above 0 (a learning rate, an epsilon)."""
+    if not check_number(name, value) > 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def check_range(name: str, value: float, low: float, high: float) -> float:
+    """A number in [low, high) (a momentum, a beta, a weight decay)."""
+    if not low <= check_number(name, value) < high:
+        raise ValueError(f"{name} must be in [{low}, {high}), got {value!r}")
+    return float(value)
