@@ -1,7 +1,9 @@
 """minitorch_accum: a small tensor and autograd library whose subject is gradient accumulation.
 
-Layers, each importing only those below it: kernels -> backend -> ops -> autodiff ->
-nn, optim -> accum -> train, data, cli. See DESIGN.md in the repository.
+Layers, each importing only those below it: kernels -> backend, data -> ops -> autodiff ->
+nn -> optim -> models -> accum -> distributed -> testing -> train -> cli; docs/design.md in the
+repository draws them, says where a gradient lands and how to add a kernel, an op, a setting
+or a collective.
 
 Names follow Burn where Burn has them and PyTorch elsewhere: ``mta.float32``,
 ``mta.int64`` (``mta.long``), ``mta.bool`` are dtypes (``mta.bool`` is the bool dtype, as ``torch.bool``),
