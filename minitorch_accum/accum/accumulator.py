@@ -53,7 +53,8 @@ class Accumulator:
         steps: k, the number of micro-batches per optimizer step.
         reduction: ``"items"`` (default; each backward gets a summed loss and its
             ``num_items``; exact for micro-batches of any size), ``"mean"`` (divide by
-            the micro-batches accumulated) or ``"sum"``.
+            the micro-batches accumulated), ``"mean_nominal"`` (divide by ``steps``, even
+            when a partial window holds fewer: Lightning's rule) or ``"sum"``.
         fusion: ``"gemm"`` (default: a matmul's weight gradient is written by the GEMM
             itself, beta = 1, every other gradient as with ``"leaf"``), ``"leaf"`` (fused
             kernels write each leaf gradient into the arena) or ``"none"`` (Burn's path:
@@ -222,7 +223,9 @@ class Accumulator:
             if self.reducer is not None:
                 assert isinstance(self.store, ArenaStore)
                 micro_batches, items = self.reducer.reduce(self.store, micro_batches, items)
-            self._pending_scale = normalization.window_scale(self.reduction, micro_batches, items)
+            # mean_nominal divides by the configured k of every rank (a rank's k times the ranks)
+            nominal = self.steps * (1 if self.reducer is None else self.reducer.shards)
+            self._pending_scale = normalization.window_scale(self.reduction, micro_batches, items, nominal)
             self.store.close()
             self._closed = True
         assert self._pending_scale is not None

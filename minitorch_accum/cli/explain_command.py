@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum.accum import Accumulator
+from minitorch_accum.accum.normalization import micro_batch_loss_reduction
 from minitorch_accum.autodiff import tensor
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.cli.tasks import load_task
@@ -51,7 +52,7 @@ def explain_window(dataset: str, k: int, micro_batch: int, reduction: str, fusio
         x, y = loader.batch(0, index)
         with acc.micro_batch() as probe:
             logits = model(tensor(x, dtype=dtype) if x.dtype.kind == "f" else x)
-            loss = F.cross_entropy(logits, y, reduction="mean" if reduction == "mean" else "sum")
+            loss = F.cross_entropy(logits, y, reduction=micro_batch_loss_reduction(reduction))
             items = F.count_items(y)
             acc.backward(loss, num_items=items)
         micro.append({"index": index, "rows": len(y), "items": items, "loss": float(loss.item()),
@@ -111,6 +112,7 @@ def explain_command(values: Mapping[str, Any]) -> int:
         print("one process: nothing to reduce (under mpiexec -n R the window is summed over the ranks once, here)")
     rule = {"items": f"divide the summed gradient by the window's {report['items']} items",
             "mean": f"divide by the {report['used']} micro-batches accumulated",
+            "mean_nominal": f"divide by the configured k = {k}, whatever the window holds",
             "sum": "no division"}[reduction]
     print(f"normalization ({reduction}): {rule} -> scale {report['scale']:.6g}")
     _print_events([e for e in trace.events if e.micro_batch < 0 and e.kernel != "allreduce"])

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum.accum import Accumulator
+from minitorch_accum.accum.normalization import micro_batch_loss_reduction
 from minitorch_accum.autodiff import Tensor, tensor
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.nn import (
@@ -181,7 +182,7 @@ def run_window(case: Case, model: Module | None = None, order: list[int] | None 
     parts = case.slices()
     for index in order if order is not None else range(len(parts)):
         part = parts[index]
-        per_batch = "mean" if case.reduction == "mean" else "sum"
+        per_batch = micro_batch_loss_reduction(case.reduction)
         acc.backward(case.loss(model, x[part], y[part], per_batch), num_items=F.count_items(y[part]))
     return model, acc
 

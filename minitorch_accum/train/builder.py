@@ -82,7 +82,8 @@ class LearnerBuilder:
         return self._set("memory_budget", nbytes)
 
     def reduction(self, reduction: str) -> LearnerBuilder:
-        """``"items"`` (default, exact for micro-batches of unequal size), ``"mean"`` or ``"sum"``."""
+        """``"items"`` (default, exact for micro-batches of unequal size), ``"mean"``, ``"mean_nominal"``
+        (divide by the configured k even on a partial window: Lightning's rule) or ``"sum"``."""
         return self._set("reduction", reduction)
 
     def fusion(self, fusion: str) -> LearnerBuilder:

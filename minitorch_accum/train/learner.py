@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum.accum import Accumulator, DynamicLossScaler, PeakMemory
+from minitorch_accum.accum.normalization import micro_batch_loss_reduction
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, LocalCommunicator, WindowShare, rank_windows
@@ -65,7 +66,7 @@ class Learner:
         self.step_model.to(device=self.device)
         if config.mixed_precision is not None:
             self.step_model.to(dtype={"bf16": "bfloat16", "fp16": "float16"}[config.mixed_precision])
-        self.step_model.loss_reduction = "mean" if config.reduction == "mean" else "sum"
+        self.step_model.loss_reduction = micro_batch_loss_reduction(config.reduction)
         self.comm: Communicator = LocalCommunicator()
         self.data_parallel: DataParallel | None = None
         if config.distributed is not None:
@@ -286,7 +287,7 @@ class Learner:
     def _check_output(self, out: Any) -> None:
         if not isinstance(out, TrainOutput):
             raise TypeError(f"train_step must return a TrainOutput, got {type(out).__name__}")
-        expected = "mean" if self.config.reduction == "mean" else "sum"
+        expected = micro_batch_loss_reduction(self.config.reduction)
         if out.reduction != expected:
             raise ValueError(f"reduction={self.config.reduction!r} needs train_step to return a {expected} loss; "
                              f"it returned a {out.reduction} loss")

@@ -122,7 +122,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("accumulation_schedule", Optional(Value(_schedule, "a dict epoch -> k")), None,
             "k by epoch, as Lightning's GradientAccumulationScheduler: {0: 8, 4: 4}"),
     Setting("reduction", Choice(REDUCTIONS), "items",
-            "how a window is normalized: by its items (exact), micro-batches, or not at all",
+            "how a window is normalized: by its items (exact), micro-batches, the configured k (Lightning's "
+            "mean_nominal), or not at all",
             flag="--reduction", commands=_ALL),
     Setting("fusion", Choice(FUSIONS), "gemm",
             "where gradients land: GEMM writes the arena, fused kernels, or Burn's containers",

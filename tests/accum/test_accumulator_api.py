@@ -16,7 +16,7 @@ def test_bad_arguments_are_named() -> None:
         Accumulator(model, steps=0)
     with pytest.raises(ValueError, match=r"steps .* must be a positive int, got -2"):
         Accumulator(model, steps=-2)
-    with pytest.raises(ValueError, match="reduction must be one of mean, sum, items, got 'avg'"):
+    with pytest.raises(ValueError, match="reduction must be one of mean, sum, items, mean_nominal, got 'avg'"):
         Accumulator(model, steps=2, reduction="avg")
     with pytest.raises(ValueError, match="fusion must be one of leaf, gemm, none"):
         Accumulator(model, steps=2, fusion="magic")

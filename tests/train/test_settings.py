@@ -111,7 +111,7 @@ def test_the_builder_and_the_command_line_share_one_check() -> None:
         LearnerBuilder("x").grads_accumulation(True)
     with pytest.raises(ValueError, match=r"^clip_grad_norm must be a positive finite number, got nan$"):
         LearnerBuilder("x").clip_grad_norm(float("nan"))
-    with pytest.raises(ValueError, match=r"^reduction must be one of mean, sum, items, got 'avg'$"):
+    with pytest.raises(ValueError, match=r"^reduction must be one of mean, sum, items, mean_nominal, got 'avg'$"):
         LearnerBuilder("x").reduction("avg")
     assert setting("grads_accumulation").label(from_command_line=True) == "--accum (k)"
     assert positive_int("4") == 4
