@@ -2,6 +2,7 @@
 checkpoints, progress."""
 
 from minitorch_accum.train.builder import LearnerBuilder
+from minitorch_accum.train.callbacks import Callback
 from minitorch_accum.train.checkpoint import (
     CheckpointError,
     CheckpointFallbackWarning,
@@ -21,6 +22,7 @@ from minitorch_accum.train.stop_request import TrainingInterrupted
 
 __all__ = [
     "SETTINGS",
+    "Callback",
     "CheckpointError",
     "CheckpointFallbackWarning",
     "Classifier",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from minitorch_accum.distributed.launch import COMMUNICATORS
 from minitorch_accum.nn import Module
 from minitorch_accum.optim import Optimizer
 from minitorch_accum.optim.lr_scheduler import LRScheduler
+from minitorch_accum.train.callbacks import Callback, StepEndFunction, check_callback
 from minitorch_accum.train.learner import Learner
 from minitorch_accum.train.setting_kinds import Integer
 from minitorch_accum.train.settings import LearnerConfig, setting
@@ -40,6 +41,7 @@ class LearnerBuilder:
 
     def __init__(self, directory: str | os.PathLike) -> None:
         self._config = LearnerConfig(directory=Path(directory))
+        self._callbacks: list[Callback] = []
 
     def _set(self, name: str, value: Any) -> LearnerBuilder:
         setattr(self._config, name, setting(name).check(value))
@@ -189,6 +191,16 @@ class LearnerBuilder:
         """Let a resume continue with settings that differ from the checkpoint's (saying which)."""
         return self._set("allow_config_change", allow)
 
+    def callback(self, callback: Callback) -> LearnerBuilder:
+        """Call ``callback.on_step_end(learner, record)`` after every optimizer step, on every rank
+        (see ``train/callbacks.py``); callbacks run in the order they were added."""
+        self._callbacks.append(check_callback(callback))
+        return self
+
+    def on_step_end(self, fn: Callable[[Learner, dict[str, Any]], Any]) -> LearnerBuilder:
+        """Call ``fn(learner, record)`` after every optimizer step (a function as a callback)."""
+        return self.callback(StepEndFunction(fn))
+
     def build(self, model: Module, optimizer: Optimizer) -> Learner:
         if not isinstance(model, Module):
             raise TypeError(f"build: model must be a Module, got {type(model).__name__}")
@@ -196,4 +208,4 @@ class LearnerBuilder:
             raise TypeError(f"build: optimizer must be an Optimizer, got {type(optimizer).__name__}")
         if self._config.effective_batch is not None and self._config.accumulation_schedule is not None:
             raise ValueError("give either effective_batch or accumulation_schedule, not both")
-        return Learner(model, optimizer, self._config)
+        return Learner(model, optimizer, self._config, callbacks=self._callbacks)

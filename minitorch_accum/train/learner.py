@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from minitorch_accum.distributed.parameter_sync import broadcast_parameters, par
 from minitorch_accum.distributed.zero import ZeroRedundancy, ZeroRedundancyOptimizer
 from minitorch_accum.nn import Module
 from minitorch_accum.optim import Optimizer, clip_grad_norm
+from minitorch_accum.train.callbacks import Callback, check_callback
 from minitorch_accum.train.checkpoint import CheckpointError
 from minitorch_accum.train.history import History
 from minitorch_accum.train.memory_budget import plan_micro_batch
@@ -53,11 +55,14 @@ class Learner:
     share of each window (``rank_windows``); the window is summed over the ranks once,
     when it closes; rank 0 alone logs, shows progress and writes files."""
 
-    def __init__(self, model: Module, optimizer: Optimizer, config: LearnerConfig) -> None:
+    def __init__(self, model: Module, optimizer: Optimizer, config: LearnerConfig,
+                 callbacks: Sequence[Callback] = ()) -> None:
         self.step_model = model if hasattr(model, "train_step") else Classifier(model)
         self.model = model
         self.optimizer = optimizer
         self.config = config
+        #: called after every optimizer step, on every rank (``train/callbacks.py``)
+        self.callbacks = [check_callback(c) for c in callbacks]
         self.directory = Path(config.directory)
         if len(config.devices) != 1:
             raise ValueError(f"training on {len(config.devices)} devices is not supported yet; "
@@ -316,6 +321,8 @@ class Learner:
             log.write(record)
         self.history.steps.append(record)
         progress.step(record)
+        for callback in self.callbacks:
+            callback.on_step_end(self, record)
         self.window = WindowTotals()
         if ends_epoch:
             self.validated = False
