@@ -15,12 +15,15 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
+import numpy as np
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from minitorch_accum.accum import FUSIONS
 from minitorch_accum.testing.cases import ACTIVATIONS, TIES, Case, ModelSpec
+from minitorch_accum.testing.check_context import Window
 
-__all__ = ["TIES", "UNTIED", "cases", "model_specs", "spare_steps", "splits"]
+__all__ = ["TIES", "UNTIED", "batches", "cases", "model_specs", "spare_steps", "splits", "windows"]
 
 #: ``ties`` default: untied models only, since a model that uses a parameter twice cannot be
 #: mirrored layer by layer (into PyTorch, say); pass ``ties=TIES`` to draw tied ones too
@@ -54,10 +57,22 @@ def spare_steps(max_spare: int = 3) -> st.SearchStrategy[int]:
 
 
 @st.composite
-def splits(draw: Any, min_items: int = 1, max_items: int = 24, max_parts: int = 6,
+def splits(draw: Any, n: int | None = None, *, min_items: int = 1, max_items: int = 24, max_parts: int = 6,
            even: bool | None = None) -> tuple[int, ...]:
-    """Micro-batch sizes (each >= 1, sizes of 1 included): equal sizes when ``even``, any when None."""
+    """Micro-batch sizes (each >= 1, sizes of 1 included) summing to ``n`` rows (given), or to a
+    drawn number between ``min_items`` and ``max_items``; equal sizes when ``even``, any when None.
+
+        @given(splits(12))          # e.g. (5, 1, 6), (12,), (3, 3, 3, 3)
+        def test_my_model(sizes): check_accumulation(make_model, loss_fn, batch, splits=sizes)"""
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"splits: n (the rows to split) must be a positive int, got {n!r}")
+        min_items = max_items = n
     if even:
+        if n is not None:
+            size = draw(st.sampled_from([d for d in range(1, n + 1) if n % d == 0 and n // d <= max_parts]
+                                        or [n]))
+            return (size,) * (n // size)
         size = draw(st.integers(1, max(1, max_items // 2)))
         parts = draw(st.integers(1, max(1, min(max_parts, max_items // size))))
         return (size,) * parts
@@ -68,6 +83,40 @@ def splits(draw: Any, min_items: int = 1, max_items: int = 24, max_parts: int = 
         cuts = sorted(draw(st.lists(st.integers(1, items - 1), min_size=parts - 1, max_size=parts - 1, unique=True)))
     bounds = [0, *cuts, items]
     return tuple(b - a for a, b in pairwise(bounds))
+
+
+@st.composite
+def windows(draw: Any, n: int | None = None, max_spare: int = 3, **split_options: Any) -> Window:
+    """A window: a split of ``n`` rows (see ``splits``) and the Accumulator's k, the number of
+    micro-batches (a full window) about half the time, else up to ``max_spare`` more (a partial
+    window, closed early)."""
+    sizes = draw(splits(n, **split_options))
+    return Window(sizes, len(sizes) + draw(spare_steps(max_spare)))
+
+
+@st.composite
+def batches(draw: Any, shapes: Sequence[tuple[int, ...]], dtype: str = "float64", *, classes: int = 3,
+            vocab: int | None = None, ignore_index: int | None = None) -> tuple[Any, ...]:
+    """A batch ``(inputs..., targets)``: one array per shape, rows along axis 0. Every shape but the
+    last is an input: floats in [-2, 2] of ``dtype``, or token ids below ``vocab`` when given; the
+    last is the targets, class ids below ``classes``, some set to ``ignore_index`` when given
+    (padding: those positions are not items).
+
+        @given(batches([(12, 10), (12,)], classes=4))    # x of 12 x 10 features, y of 12 labels"""
+    if len(shapes) < 2:
+        raise ValueError("batches: give at least one input shape and the targets' shape, e.g. [(12, 10), (12,)]")
+    arrays: list[Any] = []
+    for shape in shapes[:-1]:
+        if vocab is not None:
+            arrays.append(draw(hnp.arrays(np.int64, shape, elements=st.integers(0, vocab - 1))))
+        else:
+            arrays.append(draw(hnp.arrays(np.dtype(dtype), shape, elements=st.floats(
+                -2.0, 2.0, allow_nan=False, allow_infinity=False, width=np.dtype(dtype).itemsize * 8))))
+    targets = draw(hnp.arrays(np.int64, shapes[-1], elements=st.integers(0, classes - 1)))
+    if ignore_index is not None:
+        padded = draw(hnp.arrays(np.bool_, shapes[-1]))
+        targets = np.where(padded, ignore_index, targets)
+    return (*arrays, targets)
 
 
 @st.composite

@@ -20,22 +20,29 @@ The window adds k micro-batch sums (k u sum_j |G_j|) and scales once (u |G|). A
 parameter used twice (a Linear applied twice, a Param shared by two layers) gets the
 sum of its uses' bounds, gamma_uses over their contributions for adding them, and
 k * uses terms in the window sum.
-Only models built from Linear, ReLU/Tanh/GELU and Embedding are covered: LayerNorm's
-backward subtracts nearly equal terms when a row's variance approaches eps, so its
-error depends on a conditioning this analysis does not model (the float64
-properties cover LayerNorm models).
+This layer-by-layer analysis covers Sequentials of Linear, ReLU/Tanh/GELU and Embedding:
+LayerNorm's backward subtracts nearly equal terms when a row's variance approaches eps,
+so its error depends on a conditioning this analysis does not model. Any other model
+(a custom Module, LayerNorm included) gets the coarser bound of ``parameter_bound.py``,
+found by walking its parameters and measuring its per-row gradients; training-mode
+BatchNorm has no bound at all (the window is not the big batch's computation).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from minitorch_accum.nn import GELU, Embedding, Linear, Module, ReLU, Tanh
+from minitorch_accum.autodiff import Tensor
+from minitorch_accum.nn import GELU, Embedding, Linear, Module, ReLU, Sequential, Tanh
+from minitorch_accum.nn import functional as F
 from minitorch_accum.testing.cases import PAD, Case
+from minitorch_accum.testing.parameter_bound import UNIT_ROUNDOFF, RowMagnitudes, parameter_walk_bound
+from minitorch_accum.testing.subject import inexact_layers
 
 __all__ = ["UNIT_ROUNDOFF", "rounding_bound"]
 
-UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+#: the layers the layer-by-layer analysis reads
+_ANALYSED = (Linear, ReLU, Tanh, GELU, Embedding)
 
 
 def _gamma(n: int, u: float) -> float:
@@ -159,13 +166,25 @@ def _single_computation(weights: dict[int, np.ndarray], layers: list[Module], x:
 
 
 def rounding_bound(case: Case, model: Module) -> dict[str, np.ndarray]:
-    """Elementwise bound on |window - full batch| for ``case``, by parameter name of ``model``.
+    """Elementwise bound on |window - full batch| for ``case``'s data run through ``model``, by
+    parameter name of ``model`` (any Module).
 
-    ``model`` is a Sequential in order of application (a Linear applied twice appears twice;
-    a Param shared by two layers is one parameter); a partial window is bounded by what it
-    holds, ``len(case.sizes)`` micro-batches."""
-    if case.model.layer_norm or case.model.batch_norm:
-        raise ValueError("rounding_bound: LayerNorm/BatchNorm models are not covered (see the module docstring)")
+    A Sequential of the analysed layers, in order of application (a Linear applied twice
+    appears twice; a Param shared by two layers is one parameter), gets the layer-by-layer
+    analysis; any other model the parameter-walk bound (``parameter_bound.py``). A partial window
+    is bounded by what it holds, ``len(case.sizes)`` micro-batches."""
+    reasons = inexact_layers(model)
+    if reasons:
+        raise ValueError(f"rounding_bound: no bound holds, the window is not the big batch's computation: "
+                         f"{'; '.join(reasons)}")
+    if not (isinstance(model, Sequential) and all(isinstance(layer, _ANALYSED) for layer in model)):
+        x, y = case.batch()
+
+        def row_loss(rows: slice) -> tuple[Tensor, int]:
+            return case.loss(model, x[rows], y[rows], "sum"), F.count_items(y[rows])
+
+        magnitudes = RowMagnitudes.measure(model, row_loss, case.items)
+        return parameter_walk_bound(magnitudes, len(case.sizes), case.dtype, case.reduction).bounds
     u = UNIT_ROUNDOFF[case.dtype]
     named = list(model.named_parameters())
     weights = {id(p): np.asarray(p.numpy(), dtype=np.float64) for _, p in named}

@@ -1,0 +1,252 @@
+"""The bug museum: real, public gradient-accumulation bugs, reproduced on this engine and caught.
+
+    from minitorch_accum.testing import bugs
+    for exhibit in bugs.EXHIBITS.values():
+        measured = bugs.measure(exhibit)          # the faulty recipe and the correct one, same model
+        assert measured.caught, measured.exhibit.name
+    print(bugs.describe(bugs.measure(bugs.exhibit("mean_of_means"))))     # maccum bugs show mean_of_means
+
+Each exhibit is a faulty ``Recipe`` (``bug_recipes.py``: one hook of the correct recipe
+overridden, the library untouched), a small model and batch it shows on, the property of
+``minitorch_accum.testing.properties`` that catches it, and where the bug was reported. An
+exhibit is *caught* when its property fails for the faulty recipe and passes for the correct
+one on the same model; the BatchNorm exhibit is not a bug of any recipe, and is shown "not
+expected to be equal" under both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from minitorch_accum.autodiff import Tensor
+from minitorch_accum.backend import manual_seed
+from minitorch_accum.nn import BatchNorm1d, Embedding, Linear, Module, Sequential, Tanh
+from minitorch_accum.nn import functional as F
+from minitorch_accum.testing import bug_recipes as faulty
+from minitorch_accum.testing.check_context import CheckContext
+from minitorch_accum.testing.properties import property_named
+from minitorch_accum.testing.property_results import FAILED, INEXACT, PASSED, PropertyResult
+from minitorch_accum.testing.recipes import Recipe
+from minitorch_accum.testing.subject import Subject
+
+__all__ = ["EXHIBITS", "Citation", "Exhibit", "Measurement", "describe", "exhibit", "measure"]
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Where a bug was reported or fixed: the project and its issue or pull request."""
+
+    project: str
+    reference: str
+    title: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.project} {self.reference}" + (f' ("{self.title}")' if self.title else "")
+
+
+@dataclass(frozen=True)
+class Exhibit:
+    """One bug: its recipe, the model it is shown on, the property that catches it, its sources."""
+
+    name: str
+    title: str
+    recipe: Callable[[], Recipe]
+    subject: Callable[[], Subject]
+    splits: tuple[tuple[int, ...], ...]
+    property: str
+    citations: tuple[Citation, ...]
+    inexact: bool = False  # shown, not a bug: no recipe can make the window equal the big batch
+
+    @property
+    def what(self) -> str:
+        return self.recipe().summary
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """An exhibit's property under the faulty recipe and under the correct one."""
+
+    exhibit: Exhibit
+    faulty: PropertyResult
+    correct: PropertyResult
+    gradient_scale: float  # the big batch's largest gradient entry, to read the gaps against
+
+    @property
+    def caught(self) -> bool:
+        """The property fails the faulty recipe and passes the correct one (both inexact, with a
+        gap, for an inexact exhibit)."""
+        if self.exhibit.inexact:
+            return self.faulty.status == self.correct.status == INEXACT and self.correct.max_gap > 0
+        return self.faulty.status == FAILED and self.correct.status == PASSED
+
+
+# ---------------------------------------------------------------- the models the bugs are shown on
+def _summed_cross_entropy(output: Tensor, targets: np.ndarray) -> tuple[Tensor, int]:
+    return F.cross_entropy(output, targets, reduction="sum"), F.count_items(targets)
+
+
+def _shifted_cross_entropy(output: Tensor, labels: np.ndarray) -> tuple[Tensor, int]:
+    """A causal LM's loss: position t predicts label t + 1, so position 0's label is never a target."""
+    targets = labels[:, 1:]
+    return F.cross_entropy(output[:, :-1], targets, reduction="sum"), F.count_items(targets)
+
+
+def _mlp() -> Module:
+    manual_seed(0)
+    return Sequential(Linear(5, 8), Tanh(), Linear(8, 3))
+
+
+def _mlp_subject() -> Subject:
+    rng = np.random.default_rng(0)
+    return Subject(_mlp, _summed_cross_entropy, (rng.normal(size=(12, 5)), rng.integers(0, 3, 12)))
+
+
+def _batch_norm_subject() -> Subject:
+    def model() -> Module:
+        manual_seed(0)
+        return Sequential(Linear(5, 8), BatchNorm1d(8), Tanh(), Linear(8, 3))
+
+    rng = np.random.default_rng(0)
+    return Subject(model, _summed_cross_entropy, (rng.normal(size=(12, 5)), rng.integers(0, 3, 12)))
+
+
+def _token_model(vocab: int, classes: int) -> Callable[[], Module]:
+    def model() -> Module:
+        manual_seed(0)
+        return Sequential(Embedding(vocab, 6), Tanh(), Linear(6, classes))
+
+    return model
+
+
+def _padded_sequences(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """8 rows of 6 token ids, their labels padded (-100) after a length of 1 to 6 tokens."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, 9, size=(8, 6))
+    lengths = np.array([6, 1, 2, 6, 3, 1, 5, 2])
+    labels = np.where(np.arange(6)[None, :] < lengths[:, None], rng.integers(0, 4, size=(8, 6)), -100)
+    return ids, labels
+
+
+def _sequence_subject() -> Subject:
+    return Subject(_token_model(9, 4), _summed_cross_entropy, _padded_sequences())
+
+
+def _causal_subject() -> Subject:
+    ids, labels = _padded_sequences()
+    labels = np.where(labels == -100, -100, ids)  # a causal LM's labels are its inputs, padding excluded
+    return Subject(_token_model(9, 9), _shifted_cross_entropy, (ids, labels))
+
+
+def _exhibit(name: str, title: str, recipe: Callable[[], Recipe], subject: Callable[[], Subject],
+             splits: tuple[tuple[int, ...], ...], caught_by: str, *citations: Citation,
+             inexact: bool = False) -> Exhibit:
+    return Exhibit(name, title, recipe, subject, splits, caught_by, citations, inexact)
+
+
+_HF, _LIGHTNING, _BURN = "huggingface/transformers", "Lightning-AI/pytorch-lightning", "tracel-ai/burn"
+
+EXHIBITS: dict[str, Exhibit] = {e.name: e for e in (
+    _exhibit("mean_of_means", "mean of micro-batch means over uneven token counts", faulty.MeanOfMicroBatchMeans,
+             _sequence_subject, ((2, 3, 3),), "window_equals_full_batch",
+             Citation(_HF, "PR #34191", "Fix Gradient Accumulation issue: the Trainer passes num_items_in_batch")),
+    _exhibit("count_before_shift", "token count taken before the label shift", faulty.CountsBeforeTheShift,
+             _causal_subject, ((2, 3, 3),), "window_equals_full_batch",
+             Citation(_HF, "PR #46204", "Fix num_items_in_batch over-counting for causal LM losses")),
+    _exhibit("per_rank_normalization", "each rank normalized by its own token count", faulty.NormalizedPerRank,
+             _sequence_subject, ((2, 3, 3),), "data_parallel_equals_one_rank",
+             Citation("pytorch/torchtitan", "issue #1842"),
+             Citation("pytorch/torchtitan", "PR #2206", "Fix loss computation by handling valid token imbalance")),
+    _exhibit("nominal_k_on_partial_window", "every micro-batch divided by the nominal k, a partial window too",
+             faulty.NominalKOnPartialWindows, _mlp_subject, ((4, 4, 4),), "window_equals_full_batch",
+             Citation(_LIGHTNING, "issue #19987", "Handle gradient accumulations at the end of epoch differently")),
+    _exhibit("short_epoch_steps_every_batch", "an epoch shorter than k steps on every batch",
+             faulty.ShortEpochStepsEveryBatch, _mlp_subject, ((3, 1, 4, 4),), "steps_equal_big_batch",
+             Citation(_LIGHTNING, "issue #21808", "accumulate_grad_batches is silently ignored when epoch length < "
+                                                  "accumulate_grad_batches")),
+    _exhibit("adam_counts_micro_batches", "Adam's step counter and weight decay advanced per micro-batch",
+             faulty.AdamCountsMicroBatches, _mlp_subject, ((3, 1, 4, 4),), "steps_equal_big_batch",
+             Citation("keras-team/keras", "issue #19990", "Gradient accumulation done wrong"),
+             Citation("keras-team/keras", "PR #19998", "Fix gradient accumulation")),
+    _exhibit("clip_per_micro_batch", "gradient clipping at every micro-batch", faulty.ClipsEachMicroBatch,
+             _mlp_subject, ((3, 1, 4, 4),), "clipping_uses_the_window_norm",
+             Citation("facebookresearch/lingua", "PR #59", "fix gradient clipping w/ gradient accumulation")),
+    _exhibit("sum_without_dividing", "micro-batch gradients summed and never divided", faulty.SummedWithoutDividing,
+             _mlp_subject, ((4, 4, 4),), "window_equals_full_batch",
+             Citation(_BURN, "grads_accumulation docs", "GradientsAccumulator sums; lower the learning rate by hand"),
+             Citation(_BURN, "PR #3581")),
+    _exhibit("scheduler_per_micro_batch", "the learning-rate scheduler stepped per micro-batch",
+             faulty.ScheduledPerMicroBatch, _mlp_subject, ((3, 1, 4, 4),), "steps_equal_big_batch",
+             Citation(_BURN, "PR #3581"),
+             Citation(_BURN, "issue #5695", "advances LR scheduler per microbatch")),
+    _exhibit("reset_every_backward", "the accumulator reset at every backward: only the last micro-batch counts",
+             faulty.ResetAtEveryBackward, _mlp_subject, ((3, 1, 4, 4),), "window_equals_full_batch",
+             Citation("allenai/open-instruct", "PR #1498", "Fix ZeRO-2 discarding gradients during manual "
+                                                          "accumulation (DeepSpeed ZeRO-2 with gas=1)"),
+             Citation("NVIDIA/Megatron-LM", "PR #7186", "an inherited no_sync that does nothing")),
+    _exhibit("float32_accumulator", "a float32 accumulator under a float64 model", faulty.Float32Accumulator,
+             _mlp_subject, ((3, 1, 4, 4),), "window_equals_full_batch",
+             Citation("google-deepmind/optax", "optax.MultiSteps", "accumulator_dtype defaults to float32 "
+                                                                   "(optax/transforms/_accumulation.py)")),
+    _exhibit("batch_norm_statistics", "BatchNorm statistics per micro-batch (inexact by nature, not a bug)",
+             Recipe, _batch_norm_subject, ((3, 2, 3, 4),), "window_equals_full_batch",
+             Citation("minitorch_accum", "docs/equivalence.md, property 6", "BatchNorm breaks equivalence"),
+             inexact=True),
+)}
+
+
+def exhibit(name: str) -> Exhibit:
+    """The exhibit called ``name`` (a KeyError listing them otherwise)."""
+    try:
+        return EXHIBITS[name]
+    except KeyError:
+        raise KeyError(f"no exhibit {name!r}; the museum holds {', '.join(EXHIBITS)}") from None
+
+
+def measure(item: Exhibit) -> Measurement:
+    """Run the exhibit's property with its faulty recipe and with the correct one, on its model."""
+    subject = item.subject()
+    run = property_named(item.property)
+    context = CheckContext(subject, item.splits, item.recipe())
+    faulty_result = run(context)
+    correct_result = run(CheckContext(subject, item.splits, Recipe()))
+    scale = max(float(np.max(np.abs(g), initial=0.0)) for g in context.reference().values())
+    return Measurement(item, faulty_result, correct_result, scale)
+
+
+def _sizes(item: Exhibit) -> str:
+    subject = item.subject()
+    model = subject.build()
+    params = list(model.parameters())
+    _, items = subject.loss(model, slice(None))
+    shapes = ", ".join(str(shape) for shape in subject.shapes())
+    return (f"{type(model).__name__} of {sum(p.size for p in params)} parameters in {len(params)} tensors, "
+            f"{subject.dtype}; a batch of {subject.rows} rows ({shapes}), {items} items; split "
+            + ", ".join(str(s) for s in item.splits))
+
+
+def describe(measured: Measurement) -> str:
+    """What ``maccum bugs show NAME`` prints: the recipe, the sizes, the measured gaps, the property,
+    the citations."""
+    item = measured.exhibit
+    faulty_result, correct_result = measured.faulty, measured.correct
+    name, worst = max(faulty_result.worst.items(), key=lambda item: item[1].gap)
+    relative = worst.gap / measured.gradient_scale if measured.gradient_scale else float("inf")
+    verdict = ("shown: not expected to be equal under any recipe" if item.inexact
+               else "CAUGHT" if measured.caught else "NOT caught")
+    lines = [f"{item.name}: {item.title}",
+             f"  what the recipe does: {item.what}",
+             f"  shown on: {_sizes(item)}",
+             f"  property: {item.property} ({faulty_result.claim})",
+             f"  faulty recipe: {faulty_result.status}; max gap {worst.gap:.3e} in {name} ({relative:.2%} of the "
+             f"largest gradient entry, {measured.gradient_scale:.3e}), tolerance there {worst.tolerance:.3e}, with "
+             f"{worst.scenario}",
+             f"  correct recipe: {correct_result.status}; max gap {correct_result.max_gap:.3e}",
+             f"  verdict: {verdict}"]
+    if item.inexact:
+        lines.append(f"  why: {'; '.join(dict.fromkeys(correct_result.notes))}")
+    lines.append(f"  tolerance: {worst.why or faulty_result.why}")
+    lines += [f"  source: {citation}" for citation in item.citations]
+    return "\n".join(lines)

@@ -1,0 +1,125 @@
+"""A rounding bound on |window - big batch| for any Module, found by walking its parameters.
+
+``rounding.py`` analyses models it can read layer by layer (Sequentials of Linear,
+activations and Embedding). For any other model this module bounds the gap from what
+every model has: the per-row gradients and the parameters' shapes.
+
+Both gradients compute the same sum over the batch's rows of per-row gradients ``g_r``
+(each the gradient of row r's summed loss). Higham's bound for a sum of n terms computed
+in any order is ``gamma_n sum |terms|`` (``gamma_n = n u / (1 - n u)``, u the dtype's unit
+roundoff); each term is itself computed with dot products and sums whose lengths, along
+any path through the model, add up to at most F, the sum of every parameter's leading
+dimension (a Linear's fan-in, a LayerNorm's width, an embedding's rows: an over-count,
+never an under-count). To first order, with each layer's backward no worse conditioned
+than its forward, one computation errs by at most ``gamma_(T + F) sum_r |g_r|``, T the
+terms summed (items or rows, the larger). The window adds its k micro-batch sums
+(``k u sum_r |g_r|``, as ``sum_j |G_j| <= sum_r |g_r|``) and scales once (``u |G|``); both
+sides err, hence the 2:
+
+    bound = s (2 gamma_(T+F) + k u) sum_r |g_r| + u s |G|,   s = 1/N items (1 for "sum")
+
+The per-row gradients are measured once per check, with one backward per row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from minitorch_accum.autodiff import Tensor
+from minitorch_accum.nn import Module
+
+__all__ = ["UNIT_ROUNDOFF", "RowMagnitudes", "Tolerance", "leading_dimension_sum", "parameter_walk_bound",
+           "relative_tolerance"]
+
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+
+def _gamma(n: int, u: float) -> float:
+    return n * u / (1.0 - n * u)
+
+
+def leading_dimension_sum(model: Module) -> int:
+    """F: the sum of every parameter's leading dimension (1 for a scalar parameter)."""
+    return sum(int(p.shape[0]) if p.shape else 1 for p in model.parameters())
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """An elementwise bound on |window - full batch| per parameter name, and why it is what it is."""
+
+    bounds: dict[str, np.ndarray]
+    why: str
+
+    def excess(self, name: str, gap: np.ndarray) -> tuple[float, float, float]:
+        """(worst gap / bound, that gap, that bound) over ``name``'s elements; a ratio above 1 fails."""
+        gap = np.where(np.isnan(gap), np.inf, gap)  # a nan gradient on one side is as far off as it gets
+        bound = np.broadcast_to(np.asarray(self.bounds[name], dtype=np.float64), gap.shape)
+        if gap.size == 0:
+            return 0.0, 0.0, 0.0
+        # a gap where the bound is 0 is infinitely over it; no gap is never over
+        ratio = np.full(gap.shape, np.inf)
+        np.divide(gap, bound, out=ratio, where=bound > 0)
+        ratio[gap == 0] = 0.0
+        worst = int(np.argmax(ratio))
+        return float(ratio.flat[worst]), float(gap.flat[worst]), float(bound.flat[worst])
+
+
+@dataclass
+class RowMagnitudes:
+    """sum_r |g_r| and |sum_r g_r| per parameter (float64), and the batch's items and rows."""
+
+    abs_sum: dict[str, np.ndarray]
+    sum_abs: dict[str, np.ndarray]
+    items: int
+    rows: int
+    fan: int = field(default=0)
+
+    @classmethod
+    def measure(cls, model: Module, row_loss: Callable[[slice], tuple[Tensor, int]], rows: int) -> RowMagnitudes:
+        """One backward per row of ``row_loss(slice(r, r + 1))`` (a summed loss and its items)."""
+        named = list(model.named_parameters())
+        abs_sum = {n: np.zeros(p.shape) for n, p in named}
+        total = {n: np.zeros(p.shape) for n, p in named}
+        items = 0
+        for r in range(rows):
+            loss, count = row_loss(slice(r, r + 1))
+            items += count
+            grads = loss.backward()
+            for name, p in named:
+                if p in grads:
+                    g = np.asarray(grads[p], dtype=np.float64)
+                    abs_sum[name] += np.abs(g)
+                    total[name] += g
+        return cls(abs_sum, {n: np.abs(t) for n, t in total.items()}, items, rows, leading_dimension_sum(model))
+
+
+def parameter_walk_bound(magnitudes: RowMagnitudes, micro_batches: int, dtype: str,
+                         reduction: str = "items") -> Tolerance:
+    """The bound of the module docstring for a window of ``micro_batches`` in ``dtype``."""
+    if dtype not in UNIT_ROUNDOFF:
+        raise ValueError(f"rounding bound: no unit roundoff for dtype {dtype!r}; known: {', '.join(UNIT_ROUNDOFF)}")
+    u = UNIT_ROUNDOFF[dtype]
+    terms = max(magnitudes.items, magnitudes.rows)
+    n = terms + magnitudes.fan
+    scale = 1.0 if reduction == "sum" else 1.0 / max(magnitudes.items, 1)
+    factor = 2.0 * _gamma(n, u) + micro_batches * u
+    bounds = {name: scale * (factor * a + u * magnitudes.sum_abs[name]) for name, a in magnitudes.abs_sum.items()}
+    why = (f"rounding bound for {dtype} (u = 2^{round(math.log2(u))}) and k = {micro_batches}: "
+           f"(2 gamma_{n} + k u) sum_r |g_r| / N + u |G| / N elementwise, gamma_n = n u / (1 - n u), over "
+           f"T = {terms} terms summed plus F = {magnitudes.fan} (every parameter's leading dimension: the "
+           f"dot-product lengths a first-order error can cross), N = {magnitudes.items} items; per-row "
+           f"gradients g_r measured by {magnitudes.rows} backward passes")
+    return Tolerance(bounds, why)
+
+
+def relative_tolerance(rtol: float, reference: dict[str, np.ndarray]) -> Tolerance:
+    """``rtol`` times each parameter's largest full-batch gradient entry (the caller's choice)."""
+    if not rtol > 0:
+        raise ValueError(f"rtol must be positive, got {rtol!r}")
+    bounds = {name: np.asarray(rtol * float(np.max(np.abs(g), initial=0.0))) for name, g in reference.items()}
+    return Tolerance(bounds, f"rtol = {rtol:g} given by the caller: rtol x max |full-batch gradient| of each "
+                             "parameter (not derived; pass rtol=None for the rounding bound)")
