@@ -1,7 +1,13 @@
-"""Shared test configuration: hypothesis profiles and hardware markers.
+"""Shared test configuration: hypothesis profiles, the package's pytest plugin, hardware markers.
 
-Profiles: ``ci`` (default; bounded examples, no deadline) and ``thorough``
-(many more examples). Choose with ``MTA_HYPOTHESIS_PROFILE=thorough``.
+Profiles (registered by ``minitorch_accum.testing.profiles``): ``minitorch_accum-ci`` (default;
+bounded examples, no deadline) and ``minitorch_accum-dev`` (many more examples). Choose with
+``MTA_HYPOTHESIS_PROFILE=minitorch_accum-dev`` (``ci``, ``dev`` and ``thorough`` name them too).
+
+The package's pytest plugin (the ``accumulation_equivalence`` fixture, the ``accumulation``
+marker) is loaded by its ``pytest11`` entry point once the package is installed; a checkout run
+without that entry point (or with ``-p no:minitorch_accum``) registers it here, so the suite's own
+tests of the plugin always find it.
 """
 
 from __future__ import annotations
@@ -9,23 +15,22 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 
-settings.register_profile(
-    "ci",
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
-settings.register_profile(
-    "thorough",
-    max_examples=500,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
-settings.load_profile(os.environ.get("MTA_HYPOTHESIS_PROFILE", "ci"))
+from minitorch_accum.testing import pytest_plugin
+from minitorch_accum.testing.profiles import CI_PROFILE, DEV_PROFILE
+
+pytest_plugins = ("pytester",)  # tests/testing/test_pytest_plugin.py runs pytest on files it writes
+
+_ALIASES = {"ci": CI_PROFILE, "dev": DEV_PROFILE, "thorough": DEV_PROFILE}
+_chosen = os.environ.get("MTA_HYPOTHESIS_PROFILE", CI_PROFILE)
+settings.load_profile(_ALIASES.get(_chosen, _chosen))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    manager = config.pluginmanager
+    if not manager.is_registered(pytest_plugin):
+        manager.register(pytest_plugin, "minitorch_accum.testing.pytest_plugin")
 
 
 def _cuda_usable() -> bool:

@@ -1,4 +1,4 @@
-"""The ``maccum`` command: train, compare, explain, bench and kernels."""
+"""The ``maccum`` command: train, compare, explain, bench, kernels and bugs."""
 
 from minitorch_accum.cli.main import main
 

@@ -33,7 +33,7 @@ def _command(sub: argparse._SubParsersAction, name: str, help_text: str) -> argp
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="maccum", description="Gradient accumulation: train, compare, explain, "
-                                     "measure.")
+                                     "measure, and the bugs it is known for.")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in TRAINING_COMMANDS:  # their options are the rows of the settings table
         add_options(_command(sub, command, _HELP[command]), command, _COMMAND_DEFAULTS.get(command))
@@ -44,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     kernels = _command(sub, "kernels", "list the kernels, compile them through NVRTC, show resources")
     kernels.add_argument("rest", nargs=argparse.REMAINDER, help="list | compile [--arch sm_90] [--resource-usage]")
+
+    bugs = _command(sub, "bugs", "the bug museum: real accumulation bugs, reproduced and caught by a property")
+    bugs.add_argument("action", choices=("list", "show"), help="list the exhibits, or show one measured")
+    bugs.add_argument("name", nargs="?", help="the exhibit to show (maccum bugs list names them)")
     return parser
 
 
@@ -84,6 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return explain_command(values)
         if args.command == "bench":
             return _bench(args.which, args.rest)
+        if args.command == "bugs":
+            from minitorch_accum.cli.bugs_command import bugs_command
+
+            return bugs_command(args.action, args.name)
         from minitorch_accum.kernels.__main__ import main as kernels_main
 
         return kernels_main(args.rest)

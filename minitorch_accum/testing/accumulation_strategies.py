@@ -56,9 +56,8 @@ def spare_steps(max_spare: int = 3) -> st.SearchStrategy[int]:
     return st.one_of(st.just(0), st.integers(1, max_spare))
 
 
-@st.composite
-def splits(draw: Any, n: int | None = None, *, min_items: int = 1, max_items: int = 24, max_parts: int = 6,
-           even: bool | None = None) -> tuple[int, ...]:
+def splits(n: int | None = None, *, min_items: int = 1, max_items: int = 24, max_parts: int = 6,
+           even: bool | None = None) -> st.SearchStrategy[tuple[int, ...]]:
     """Micro-batch sizes (each >= 1, sizes of 1 included) summing to ``n`` rows (given), or to a
     drawn number between ``min_items`` and ``max_items``; equal sizes when ``even``, any when None.
 
@@ -68,6 +67,12 @@ def splits(draw: Any, n: int | None = None, *, min_items: int = 1, max_items: in
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"splits: n (the rows to split) must be a positive int, got {n!r}")
         min_items = max_items = n
+    return _splits(n, min_items, max_items, max_parts, even)
+
+
+@st.composite
+def _splits(draw: Any, n: int | None, min_items: int, max_items: int, max_parts: int,
+            even: bool | None) -> tuple[int, ...]:
     if even:
         if n is not None:
             size = draw(st.sampled_from([d for d in range(1, n + 1) if n % d == 0 and n // d <= max_parts]
@@ -94,9 +99,8 @@ def windows(draw: Any, n: int | None = None, max_spare: int = 3, **split_options
     return Window(sizes, len(sizes) + draw(spare_steps(max_spare)))
 
 
-@st.composite
-def batches(draw: Any, shapes: Sequence[tuple[int, ...]], dtype: str = "float64", *, classes: int = 3,
-            vocab: int | None = None, ignore_index: int | None = None) -> tuple[Any, ...]:
+def batches(shapes: Sequence[tuple[int, ...]], dtype: str = "float64", *, classes: int = 3,
+            vocab: int | None = None, ignore_index: int | None = None) -> st.SearchStrategy[tuple[Any, ...]]:
     """A batch ``(inputs..., targets)``: one array per shape, rows along axis 0. Every shape but the
     last is an input: floats in [-2, 2] of ``dtype``, or token ids below ``vocab`` when given; the
     last is the targets, class ids below ``classes``, some set to ``ignore_index`` when given
@@ -105,6 +109,14 @@ def batches(draw: Any, shapes: Sequence[tuple[int, ...]], dtype: str = "float64"
         @given(batches([(12, 10), (12,)], classes=4))    # x of 12 x 10 features, y of 12 labels"""
     if len(shapes) < 2:
         raise ValueError("batches: give at least one input shape and the targets' shape, e.g. [(12, 10), (12,)]")
+    if len({shape[0] for shape in shapes if shape}) > 1:
+        raise ValueError(f"batches: every array needs the same rows (axis 0), got shapes {list(shapes)}")
+    return _batches(tuple(tuple(s) for s in shapes), dtype, classes, vocab, ignore_index)
+
+
+@st.composite
+def _batches(draw: Any, shapes: tuple[tuple[int, ...], ...], dtype: str, classes: int, vocab: int | None,
+             ignore_index: int | None) -> tuple[Any, ...]:
     arrays: list[Any] = []
     for shape in shapes[:-1]:
         if vocab is not None:

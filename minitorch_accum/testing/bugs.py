@@ -41,10 +41,12 @@ class Citation:
 
     project: str
     reference: str
-    title: str = ""
+    title: str = ""  # the issue's or pull request's own title
+    note: str = ""  # what it shows, in our words
 
     def __str__(self) -> str:
-        return f"{self.project} {self.reference}" + (f' ("{self.title}")' if self.title else "")
+        return (f"{self.project} {self.reference}" + (f' "{self.title}"' if self.title else "")
+                + (f" ({self.note})" if self.note else ""))
 
 
 @dataclass(frozen=True)
@@ -151,21 +153,25 @@ _HF, _LIGHTNING, _BURN = "huggingface/transformers", "Lightning-AI/pytorch-light
 EXHIBITS: dict[str, Exhibit] = {e.name: e for e in (
     _exhibit("mean_of_means", "mean of micro-batch means over uneven token counts", faulty.MeanOfMicroBatchMeans,
              _sequence_subject, ((2, 3, 3),), "window_equals_full_batch",
-             Citation(_HF, "PR #34191", "Fix Gradient Accumulation issue: the Trainer passes num_items_in_batch")),
+             Citation(_HF, "PR #34191", "Fix Gradient Accumulation issue",
+                      "2024: the Trainer passes num_items_in_batch")),
     _exhibit("count_before_shift", "token count taken before the label shift", faulty.CountsBeforeTheShift,
              _causal_subject, ((2, 3, 3),), "window_equals_full_batch",
-             Citation(_HF, "PR #46204", "Fix num_items_in_batch over-counting for causal LM losses")),
+             Citation(_HF, "PR #46204", "Fix `num_items_in_batch` over-counting for causal LM losses",
+                      "the Trainer's 2024 count, fixed later")),
     _exhibit("per_rank_normalization", "each rank normalized by its own token count", faulty.NormalizedPerRank,
              _sequence_subject, ((2, 3, 3),), "data_parallel_equals_one_rank",
              Citation("pytorch/torchtitan", "issue #1842"),
              Citation("pytorch/torchtitan", "PR #2206", "Fix loss computation by handling valid token imbalance")),
     _exhibit("nominal_k_on_partial_window", "every micro-batch divided by the nominal k, a partial window too",
              faulty.NominalKOnPartialWindows, _mlp_subject, ((4, 4, 4),), "window_equals_full_batch",
-             Citation(_LIGHTNING, "issue #19987", "Handle gradient accumulations at the end of epoch differently")),
+             Citation(_LIGHTNING, "issue #19987", "Handle gradient accumulations at the end of epoch differently",
+                      "the last window scaled by accumulate_grad_batches, not by what it holds")),
     _exhibit("short_epoch_steps_every_batch", "an epoch shorter than k steps on every batch",
              faulty.ShortEpochStepsEveryBatch, _mlp_subject, ((3, 1, 4, 4),), "steps_equal_big_batch",
-             Citation(_LIGHTNING, "issue #21808", "accumulate_grad_batches is silently ignored when epoch length < "
-                                                  "accumulate_grad_batches")),
+             Citation(_LIGHTNING, "issue #21808", "`accumulate_grad_batches` is silently ignored when epoch length < "
+                                                  "`accumulate_grad_batches`, because Lightning always steps on the "
+                                                  "last batch")),
     _exhibit("adam_counts_micro_batches", "Adam's step counter and weight decay advanced per micro-batch",
              faulty.AdamCountsMicroBatches, _mlp_subject, ((3, 1, 4, 4),), "steps_equal_big_batch",
              Citation("keras-team/keras", "issue #19990", "Gradient accumulation done wrong"),
@@ -175,24 +181,26 @@ EXHIBITS: dict[str, Exhibit] = {e.name: e for e in (
              Citation("facebookresearch/lingua", "PR #59", "fix gradient clipping w/ gradient accumulation")),
     _exhibit("sum_without_dividing", "micro-batch gradients summed and never divided", faulty.SummedWithoutDividing,
              _mlp_subject, ((4, 4, 4),), "window_equals_full_batch",
-             Citation(_BURN, "grads_accumulation docs", "GradientsAccumulator sums; lower the learning rate by hand"),
+             Citation(_BURN, "the grads_accumulation docs", note="GradientsAccumulator sums; lower the learning "
+                                                                 "rate by hand"),
              Citation(_BURN, "PR #3581")),
     _exhibit("scheduler_per_micro_batch", "the learning-rate scheduler stepped per micro-batch",
              faulty.ScheduledPerMicroBatch, _mlp_subject, ((3, 1, 4, 4),), "steps_equal_big_batch",
              Citation(_BURN, "PR #3581"),
-             Citation(_BURN, "issue #5695", "advances LR scheduler per microbatch")),
+             Citation(_BURN, "issue #5695", "Gradient accumulation drops final partial window and advances LR "
+                                            "scheduler per microbatch")),
     _exhibit("reset_every_backward", "the accumulator reset at every backward: only the last micro-batch counts",
              faulty.ResetAtEveryBackward, _mlp_subject, ((3, 1, 4, 4),), "window_equals_full_batch",
              Citation("allenai/open-instruct", "PR #1498", "Fix ZeRO-2 discarding gradients during manual "
-                                                          "accumulation (DeepSpeed ZeRO-2 with gas=1)"),
-             Citation("NVIDIA/Megatron-LM", "PR #7186", "an inherited no_sync that does nothing")),
+                      "accumulation", "DeepSpeed ZeRO-2 with gradient_accumulation_steps=1"),
+             Citation("NVIDIA/Megatron-LM", "PR #7186", note="an inherited no_sync that does nothing")),
     _exhibit("float32_accumulator", "a float32 accumulator under a float64 model", faulty.Float32Accumulator,
              _mlp_subject, ((3, 1, 4, 4),), "window_equals_full_batch",
-             Citation("google-deepmind/optax", "optax.MultiSteps", "accumulator_dtype defaults to float32 "
-                                                                   "(optax/transforms/_accumulation.py)")),
+             Citation("google-deepmind/optax", "optax.MultiSteps", note="accumulator_dtype defaults to float32, "
+                                                                        "optax/transforms/_accumulation.py")),
     _exhibit("batch_norm_statistics", "BatchNorm statistics per micro-batch (inexact by nature, not a bug)",
              Recipe, _batch_norm_subject, ((3, 2, 3, 4),), "window_equals_full_batch",
-             Citation("minitorch_accum", "docs/equivalence.md, property 6", "BatchNorm breaks equivalence"),
+             Citation("minitorch_accum", "docs/equivalence.md, property 6", note="by nature, not a bug"),
              inexact=True),
 )}
 
@@ -232,17 +240,19 @@ def describe(measured: Measurement) -> str:
     the citations."""
     item = measured.exhibit
     faulty_result, correct_result = measured.faulty, measured.correct
-    name, worst = max(faulty_result.worst.items(), key=lambda item: item[1].gap)
-    relative = worst.gap / measured.gradient_scale if measured.gradient_scale else float("inf")
+    name, worst = max(faulty_result.worst.items(), key=lambda item: item[1].max_gap)
+    # a gap in gradients reads against the largest gradient entry; one in parameters (after steps) stands alone
+    relative = "" if item.property == "steps_equal_big_batch" or not measured.gradient_scale else (
+        f" ({worst.max_gap / measured.gradient_scale:.2%} of the largest gradient entry, "
+        f"{measured.gradient_scale:.3e})")
     verdict = ("shown: not expected to be equal under any recipe" if item.inexact
                else "CAUGHT" if measured.caught else "NOT caught")
     lines = [f"{item.name}: {item.title}",
              f"  what the recipe does: {item.what}",
              f"  shown on: {_sizes(item)}",
              f"  property: {item.property} ({faulty_result.claim})",
-             f"  faulty recipe: {faulty_result.status}; max gap {worst.gap:.3e} in {name} ({relative:.2%} of the "
-             f"largest gradient entry, {measured.gradient_scale:.3e}), tolerance there {worst.tolerance:.3e}, with "
-             f"{worst.scenario}",
+             f"  faulty recipe: {faulty_result.status}; max gap {worst.max_gap:.3e} in {name}{relative}; furthest "
+             f"over its tolerance: {worst.gap:.3e} against {worst.tolerance:.3e}, with {worst.scenario}",
              f"  correct recipe: {correct_result.status}; max gap {correct_result.max_gap:.3e}",
              f"  verdict: {verdict}"]
     if item.inexact:

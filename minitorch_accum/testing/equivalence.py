@@ -130,6 +130,7 @@ def _context(model_factory: Callable[[], Module], loss_fn: LossFn, batch: Any, s
     if fusion not in FUSIONS:
         raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
     subject = Subject(model_factory, loss_fn, tuple(batch), dtype)
+    subject.build_identical(2)  # every property compares freshly built models: they must start equal
     if splits is not None:
         chosen = check_splits(splits, subject.rows)
     else:

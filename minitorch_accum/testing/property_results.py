@@ -3,7 +3,7 @@ that tolerance, and a verdict (passed, failed, not expected to be equal, or not 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -18,11 +18,12 @@ PASSED, FAILED, INEXACT, SKIPPED = "passed", "failed", "not expected to be equal
 class Worst:
     """A parameter's worst element over every scenario a property ran."""
 
-    ratio: float  # gap / tolerance (above 1 fails)
-    gap: float
-    tolerance: float
+    ratio: float  # gap / tolerance at the element furthest over (or closest to) its tolerance; above 1 fails
+    gap: float  # the gap there
+    tolerance: float  # the tolerance there
     scenario: str
     why: str = ""  # how that tolerance was derived
+    max_gap: float = 0.0  # the largest gap of any element, in any scenario
 
 
 class AccumulationMismatch(AssertionError):  # noqa: N818 (an assertion, named as pytest users read it)
@@ -58,9 +59,13 @@ class PropertyResult:
         for name, want in expected.items():
             gap = np.abs(np.asarray(got[name], dtype=np.float64) - want)
             ratio, value, bound = tolerance.excess(name, gap)
+            largest = float(np.max(np.where(np.isnan(gap), np.inf, gap), initial=0.0))
             old = self.worst.get(name)
             if old is None or ratio > old.ratio or (ratio == old.ratio and value > old.gap):
-                self.worst[name] = Worst(ratio, value, bound, scenario, tolerance.why)
+                self.worst[name] = Worst(ratio, value, bound, scenario, tolerance.why,
+                                         max(largest, old.max_gap if old else 0.0))
+            else:
+                self.worst[name] = replace(old, max_gap=max(largest, old.max_gap))
         self.why = self.why or tolerance.why
 
     def settle(self, inexact: list[str] | None = None) -> PropertyResult:
@@ -83,11 +88,12 @@ class PropertyResult:
 
     @property
     def max_gap(self) -> float:
-        return max((w.gap for w in self.worst.values()), default=0.0)
+        """The largest gap of any element of any parameter."""
+        return max((w.max_gap for w in self.worst.values()), default=0.0)
 
     def gaps(self) -> dict[str, float]:
-        """The worst gap per parameter."""
-        return {name: w.gap for name, w in self.worst.items()}
+        """The largest gap per parameter (any element, any scenario)."""
+        return {name: w.max_gap for name, w in self.worst.items()}
 
     def worst_parameter(self) -> tuple[str, Worst]:
         if not self.worst:

@@ -81,7 +81,7 @@ def test_the_fused_optimizer_steps_fold_the_nominal_scale() -> None:
 def test_the_reduction_rules_name_their_micro_batch_loss_and_check_nominal() -> None:
     assert [micro_batch_loss_reduction(r) for r in ("mean", "mean_nominal", "items", "sum")] == \
         ["mean", "mean", "sum", "sum"]
-    with pytest.raises(ValueError, match="mean_nominal.*needs nominal="):
+    with pytest.raises(ValueError, match=r"mean_nominal.*needs nominal="):
         window_scale("mean_nominal", 2, 10)
     with pytest.raises(ValueError, match="reduction must be one of mean, sum, items, mean_nominal, got 'nominal'"):
         micro_batch_loss_reduction("nominal")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ def test_on_step_end_sees_each_step_after_its_update_in_order(tmp_path: Path) ->
     assert [step for step, _, _ in snapshots.seen] == [1, 2, 3, 4, 5, 6]
     assert [r for r, _ in calls] == history.steps and [s for _, s in calls] == [1, 2, 3, 4, 5, 6]
     assert [logged for _, _, logged in snapshots.seen] == [1, 2, 3, 4, 5, 6]  # the record is in history
-    for (_, before, _), (_, after, _) in zip(snapshots.seen, snapshots.seen[1:]):
+    for (_, before, _), (_, after, _) in itertools.pairwise(snapshots.seen):
         assert any(not np.array_equal(before[n], after[n]) for n in before)  # each one after its update
     for name, p in trained.named_parameters():
         np.testing.assert_array_equal(snapshots.seen[-1][1][name], p.numpy())

@@ -1,0 +1,70 @@
+"""The pytest plugin: the ``accumulation_equivalence`` fixture and the ``accumulation`` marker.
+
+Installed with the package (entry point ``pytest11``, name ``minitorch_accum``), so any test
+suite can write:
+
+    def test_my_model_accumulates_exactly(accumulation_equivalence):
+        accumulation_equivalence(make_model, loss_fn, (x, y))     # every property; raises on a mismatch
+
+    @pytest.mark.accumulation(dtype="float32", splits=[(3, 1, 4)], properties=["window_equals_full_batch"])
+    def test_in_float32(accumulation_equivalence):
+        accumulation_equivalence(make_model, loss_fn, (x, y))
+
+The marker's keywords are the fixture's defaults for that test (any keyword of
+``check_properties``); ``pytest -m accumulation`` selects the marked tests. Loading the plugin
+also registers the hypothesis profiles ``minitorch_accum-ci`` and ``minitorch_accum-dev``
+(``pytest --hypothesis-profile=minitorch_accum-ci``). To run a suite without it:
+``pytest -p no:minitorch_accum``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from minitorch_accum.nn import Module
+from minitorch_accum.testing.equivalence import AccumulationReport, check_properties
+from minitorch_accum.testing.subject import LossFn
+
+with contextlib.suppress(ImportError):  # the profiles need hypothesis (the test extra), the fixture does not
+    from minitorch_accum.testing import profiles as _profiles  # noqa: F401 (registers them on import)
+
+__all__ = ["AccumulationEquivalence", "accumulation_equivalence", "pytest_configure"]
+
+MARKER = "accumulation"
+
+
+class AccumulationEquivalence:
+    """What the fixture gives: call it with a model factory, a loss and a batch to run every property
+    (``check_properties``); the test's ``accumulation`` marker supplies default keywords."""
+
+    def __init__(self, defaults: dict[str, Any]) -> None:
+        self.defaults = defaults
+        #: every report this test produced, in order
+        self.reports: list[AccumulationReport] = []
+
+    def __call__(self, model_factory: Callable[[], Module], loss_fn: LossFn, batch: Any,
+                 **options: Any) -> AccumulationReport:
+        report = check_properties(model_factory, loss_fn, batch, **{**self.defaults, **options})
+        self.reports.append(report)
+        return report
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}(**options): a gradient-accumulation equivalence test; the "
+                                       "options are the accumulation_equivalence fixture's defaults "
+                                       "(dtype=, splits=, properties=, rtol=, reduction=, fusion=)")
+
+
+@pytest.fixture
+def accumulation_equivalence(request: pytest.FixtureRequest) -> AccumulationEquivalence:
+    """Check gradient accumulation on your model: ``accumulation_equivalence(make_model, loss_fn, batch)``."""
+    defaults: dict[str, Any] = {}
+    for mark in reversed(list(request.node.iter_markers(MARKER))):  # the closest mark wins
+        if mark.args:
+            raise TypeError(f"@pytest.mark.{MARKER} takes keywords only (dtype=, splits=, ...), got {mark.args}")
+        defaults.update(mark.kwargs)
+    return AccumulationEquivalence(defaults)

@@ -1,0 +1,84 @@
+"""The properties a user's model gets for free: all hold on exact models, each fails when what it
+guards breaks (a faulty recipe, or the library's own code broken for the test), and models that
+cannot match the big batch are reported, not failed."""
+
+from __future__ import annotations
+
+import pytest
+
+import minitorch_accum as mta
+from minitorch_accum import nn
+from minitorch_accum.accum import Accumulator
+from minitorch_accum.distributed import DataParallel
+from minitorch_accum.testing import PROPERTIES, Recipe, check_properties
+from minitorch_accum.testing.bug_recipes import ClipsEachMicroBatch
+from minitorch_accum.testing.property_results import FAILED, INEXACT, PASSED, SKIPPED
+from tests.testing.models import Residual, batch, padded_loss, padded_tokens, summed_loss, token_model
+
+
+def test_every_property_holds_on_a_residual_model_and_on_padded_sequences() -> None:
+    for factory, loss, data in ((Residual, summed_loss, batch()), (token_model, padded_loss, padded_tokens())):
+        report = check_properties(factory, loss, data, splits=[(3, 1, 4, 4)] if factory is Residual else [(1, 4, 3)])
+        assert [r.name for r in report.results] == list(PROPERTIES)
+        assert all(r.status == PASSED for r in report.results), str(report)
+        assert report["loss_scaling_is_invisible"].max_gap == 0.0
+        assert report["resume_mid_window_equals_uninterrupted"].max_gap == 0.0
+        assert report["data_parallel_equals_one_rank"].worst  # every rank was compared
+
+
+class ScalesTwice(Recipe):
+    """A loss scale applied on top of the accumulator's own: the unscale no longer cancels it."""
+
+    def backward(self, acc: Accumulator, loss: mta.Tensor, items: int) -> None:
+        super().backward(acc, loss * 2.0 if acc.loss_scaler is not None else loss, items)
+
+
+def test_loss_scaling_that_leaks_into_the_gradient_is_caught() -> None:
+    report = check_properties(Residual, summed_loss, batch(), splits=[(5, 7)], recipe=ScalesTwice(),
+                              properties=["loss_scaling_is_invisible"], raise_on_failure=False)
+    assert report["loss_scaling_is_invisible"].status == FAILED
+
+
+def test_a_resume_that_forgets_the_items_seen_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    load = Accumulator.load_state_dict
+
+    def forgetful(self: Accumulator, state: dict) -> None:
+        load(self, {**state, "meta": {**state["meta"], "items": 0}})
+
+    monkeypatch.setattr(Accumulator, "load_state_dict", forgetful)
+    report = check_properties(Residual, summed_loss, batch(), splits=[(3, 1, 4, 4)],
+                              properties=["resume_mid_window_equals_uninterrupted"], raise_on_failure=False)
+    assert report["resume_mid_window_equals_uninterrupted"].status == FAILED
+
+
+def test_ranks_that_keep_their_own_item_counts_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    reduce = DataParallel.reduce
+
+    def local_counts(self: DataParallel, store: object, micro_batches: int, items: int) -> tuple[int, int]:
+        reduce(self, store, micro_batches, items)
+        return micro_batches, items  # the sums are global, the counts this rank's
+
+    monkeypatch.setattr(DataParallel, "reduce", local_counts)
+    report = check_properties(token_model, padded_loss, padded_tokens(), splits=[(1, 4, 3)],
+                              properties=["data_parallel_equals_one_rank"], raise_on_failure=False)
+    result = report["data_parallel_equals_one_rank"]
+    assert result.status == FAILED
+    assert any("against rank 0" in w.scenario for w in result.worst.values())  # the ranks disagree too
+
+
+def test_batch_norm_is_reported_per_property_and_a_recipe_without_an_arena_is_not_resumed() -> None:
+    def with_batch_norm() -> nn.Module:
+        mta.manual_seed(0)
+        return nn.Sequential(nn.Linear(5, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 3))
+
+    report = check_properties(with_batch_norm, summed_loss, batch(), splits=[(3, 2, 3, 4)])
+    assert report.passed and {r.name for r in report.inexact} == {
+        "window_equals_full_batch", "steps_equal_big_batch", "clipping_uses_the_window_norm",
+        "data_parallel_equals_one_rank"}
+    # BatchNorm is deterministic: a window still equals itself under a loss scale, and after a resume
+    assert report["loss_scaling_is_invisible"].status == report["resume_mid_window_equals_uninterrupted"].status \
+        == PASSED
+    skipped = check_properties(Residual, summed_loss, batch(), splits=[(5, 7)], recipe=ClipsEachMicroBatch(),
+                               properties=["resume_mid_window_equals_uninterrupted"])
+    assert skipped["resume_mid_window_equals_uninterrupted"].status == SKIPPED and skipped.passed
+    assert INEXACT == "not expected to be equal"
