@@ -118,3 +118,25 @@ def _container(model: nn.Module, by_name: dict) -> object:
     for name, p in model.named_parameters():
         grads.set(p, by_name[name])
     return grads
+
+
+def test_data_parallel_mean_nominal_divides_by_k_times_the_ranks() -> None:
+    """Lightning under DDP: each rank divides by accumulate_grad_batches, DDP averages the ranks."""
+    from minitorch_accum.distributed import DataParallel
+    from minitorch_accum.testing import run_ranks
+
+    x, y = data(15)
+    parts = split(15, (4, 5, 6))  # ranks of k=2: rank 0 holds two micro-batches, rank 1 one
+    models = [mlp("float64"), mlp("float64")]
+
+    def rank(comm: object) -> tuple[float, dict]:
+        model = models[comm.rank]
+        acc = Accumulator(model, steps=2, reduction="mean_nominal", accum_dtype="float64",
+                          reducer=DataParallel(comm))
+        for part in parts[2 * comm.rank:2 * comm.rank + 2]:
+            acc.backward(mean_loss(model, x[part], y[part]))
+        return acc.window_scale(), window_grads(acc, model)
+
+    (scale, grads), (other_scale, _) = run_ranks(2, rank)
+    assert scale == other_scale == 0.25
+    assert max_difference(grads, lightning_gradient(mlp("float64"), x, y, parts, 4)) <= 1e-13
