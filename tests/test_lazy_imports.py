@@ -29,6 +29,9 @@ def _loaded_by(statement: str) -> set[str]:
     ("import minitorch_accum.kernels", "kernels", {"backend", "ops", "autodiff", "nn"}),
     ("import minitorch_accum.backend", "backend", {"ops", "autodiff", "nn"}),
     ("from minitorch_accum import float32, manual_seed", "backend", {"ops", "autodiff", "nn"}),
+    # the pytest plugin loads with every pytest run of a venv holding the package: the library waits
+    ("import minitorch_accum.testing.pytest_plugin", "testing", {"kernels", "backend", "ops", "autodiff", "nn",
+                                                                 "accum", "distributed"}),
 ])
 def test_importing_a_layer_loads_nothing_above_it(statement: str, layer: str, above: set[str]) -> None:
     loaded = _loaded_by(statement)

@@ -19,43 +19,38 @@
   ``gradcheck``.
 """
 
+import importlib
 from typing import Any
 
-from minitorch_accum.testing.cases import TIES, Case, ModelSpec, run_full_batch, run_window
-from minitorch_accum.testing.check_context import Window
-from minitorch_accum.testing.equivalence import (
-    AccumulationReport,
-    check_accumulation,
-    check_properties,
-    default_splits,
-)
-from minitorch_accum.testing.gradcheck import gradcheck, numerical_gradient
-from minitorch_accum.testing.properties import PROPERTIES
-from minitorch_accum.testing.property_results import AccumulationMismatch, PropertyResult
-from minitorch_accum.testing.recipes import Recipe
-from minitorch_accum.testing.rounding import rounding_bound
-from minitorch_accum.testing.simulated_ranks import run_ranks
-from minitorch_accum.testing.subject import Subject
-
-#: names that need hypothesis, and the module each comes from
-_WITH_HYPOTHESIS = {
+#: every public name, and the module it lives in; each loads on first use (PEP 562), so that
+#: importing the pytest plugin, or this package without hypothesis, loads nothing it does not need
+_HOMES = {
+    "TIES": "cases", "Case": "cases", "ModelSpec": "cases", "run_full_batch": "cases", "run_window": "cases",
+    "Window": "check_context",
+    "AccumulationReport": "equivalence", "check_accumulation": "equivalence", "check_properties": "equivalence",
+    "default_splits": "equivalence",
+    "gradcheck": "gradcheck", "numerical_gradient": "gradcheck",
+    "PROPERTIES": "properties",
+    "AccumulationMismatch": "property_results", "PropertyResult": "property_results",
+    "Recipe": "recipes",
+    "rounding_bound": "rounding",
+    "run_ranks": "simulated_ranks",
+    "Subject": "subject",
+    # these need hypothesis (the test extra)
     "splits": "accumulation_strategies", "windows": "accumulation_strategies", "batches": "accumulation_strategies",
     "CI_PROFILE": "profiles", "DEV_PROFILE": "profiles", "register_profiles": "profiles",
 }
 
-__all__ = ["CI_PROFILE", "DEV_PROFILE", "PROPERTIES", "TIES", "AccumulationMismatch", "AccumulationReport", "Case",
-           "ModelSpec", "PropertyResult", "Recipe", "Subject", "Window", "batches", "check_accumulation",
-           "check_properties", "default_splits", "gradcheck", "numerical_gradient", "register_profiles",
-           "rounding_bound", "run_full_batch", "run_ranks", "run_window", "splits", "windows"]
+__all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str) -> Any:
-    module = _WITH_HYPOTHESIS.get(name)
-    if module is None:
+    home = _HOMES.get(name)
+    if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:

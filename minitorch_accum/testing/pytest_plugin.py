@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from minitorch_accum.nn import Module
-from minitorch_accum.testing.equivalence import AccumulationReport, check_properties
-from minitorch_accum.testing.subject import LossFn
+if TYPE_CHECKING:  # the library itself loads when a test first calls the fixture, not with pytest
+    from minitorch_accum.nn import Module
+    from minitorch_accum.testing.equivalence import AccumulationReport
+    from minitorch_accum.testing.subject import LossFn
 
 with contextlib.suppress(ImportError):  # the profiles need hypothesis (the test extra), the fixture does not
     from minitorch_accum.testing import profiles as _profiles  # noqa: F401 (registers them on import)
@@ -48,6 +49,8 @@ class AccumulationEquivalence:
 
     def __call__(self, model_factory: Callable[[], Module], loss_fn: LossFn, batch: Any,
                  **options: Any) -> AccumulationReport:
+        from minitorch_accum.testing.equivalence import check_properties
+
         report = check_properties(model_factory, loss_fn, batch, **{**self.defaults, **options})
         self.reports.append(report)
         return report
