@@ -2,9 +2,9 @@
 
 A model plugs into the Learner by offering ``train_step(batch) -> TrainOutput`` and
 ``valid_step(batch) -> ValidOutput``. The Learner sets ``loss_reduction`` on the
-step object before training: ``"sum"`` when the window is normalized by items (the
-step must then return the *summed* loss of its micro-batch and its item count),
-``"mean"`` otherwise.
+step object before training: ``"sum"`` when the window is normalized by items or summed
+(the step must then return the *summed* loss of its micro-batch and its item count),
+``"mean"`` for the mean reductions (``mean``, ``mean_nominal``).
 """
 
 from __future__ import annotations
