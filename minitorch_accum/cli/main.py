@@ -33,7 +33,7 @@ def _command(sub: argparse._SubParsersAction, name: str, help_text: str) -> argp
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="maccum", description="Gradient accumulation: train, compare, explain, "
-                                     "measure.")
+                                     "measure, precision.")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in TRAINING_COMMANDS:  # their options are the rows of the settings table
         add_options(_command(sub, command, _HELP[command]), command, _COMMAND_DEFAULTS.get(command))
@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     kernels = _command(sub, "kernels", "list the kernels, compile them through NVRTC, show resources")
     kernels.add_argument("rest", nargs=argparse.REMAINDER, help="list | compile [--arch sm_90] [--resource-usage]")
+    from minitorch_accum.cli.precision_command import add_precision_parser
+
+    add_precision_parser(sub, argparse.ArgumentDefaultsHelpFormatter)
     return parser
 
 
@@ -84,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return explain_command(values)
         if args.command == "bench":
             return _bench(args.which, args.rest)
+        if args.command == "precision":
+            from minitorch_accum.cli.precision_command import precision_command
+
+            return precision_command(args)
         from minitorch_accum.kernels.__main__ import main as kernels_main
 
         return kernels_main(args.rest)
