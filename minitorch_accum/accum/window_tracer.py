@@ -57,10 +57,14 @@ class WindowTracer:
                  materialized: bool, window_pass: bool, started: float | None = None) -> None:
         acc = self.accumulator
         started = time.perf_counter() - seconds if started is None else started
-        self._window_started = started if self._window_started is None else self._window_started
+        self._window_begins(started)
         self.trace.record(KernelEvent(acc.window_index, -1 if window_pass else acc.micro_step, param, kernel,
                                       int(elements), int(nbytes), seconds, materialized, self.trace.clock(started),
                                       kernel_path_of(kernel, self.device_kind, self.communicator)))
+
+    def _window_begins(self, at: float) -> None:
+        if self._window_started is None:
+            self._window_started = at
 
     # ------------------------------------------------------------------------ spans
     def _span(self, name: str, lane: str, **args: Any) -> contextlib.AbstractContextManager:
@@ -70,7 +74,7 @@ class WindowTracer:
     def micro_batch(self) -> Iterator[None]:
         index = self.accumulator.micro_step
         self._micro_started = time.perf_counter()
-        self._window_started = self._window_started or self._micro_started
+        self._window_begins(self._micro_started)
         try:
             with self._span(f"micro-batch {index}", "micro-batches", micro_batch=index):
                 self.trace.set_phase("forward")
@@ -83,7 +87,7 @@ class WindowTracer:
     def backward(self) -> Iterator[None]:
         acc = self.accumulator
         now = time.perf_counter()
-        self._window_started = self._window_started or now
+        self._window_begins(now)
         self.trace.set_phase("")
         if self._micro_started is not None:  # the forward ran inside acc.micro_batch(), before this
             self.trace.add_span("forward", "micro-batches", self._micro_started, now, window=acc.window_index,
@@ -109,12 +113,13 @@ class WindowTracer:
     def window_ended(self, micro_batches: int, items: int) -> None:
         """``zero()``: the window that ends now becomes one ``ProfilerStep#N`` span."""
         started, self._window_started = self._window_started, None
-        spans, self._spans_before_window = self.trace.spans[self._spans_before_window:], len(self.trace.spans) + 1
+        spans = self.trace.spans[self._spans_before_window:]
         if started is not None:
             # the window began with the first thing recorded in it (the Learner's forward, say)
             started = min([started, *(self.trace.origin + span.start for span in spans)])
             acc = self.accumulator
             self.trace.add_span(f"ProfilerStep#{acc.window_index}", "window", started, window=acc.window_index,
                                 micro_batches=micro_batches, items=items, k=acc.steps)
+        self._spans_before_window = len(self.trace.spans)
         if self.path is not None:
             self.trace.save_chrome(self.path)
