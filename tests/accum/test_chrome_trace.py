@@ -84,7 +84,7 @@ def test_the_path_of_each_kernel_is_the_one_that_ran(path: str) -> None:
 
 
 def test_the_kernel_view_and_the_chrome_view_are_the_same_records(tmp_path: Path) -> None:
-    acc, trace = traced_window()
+    _, trace = traced_window()
     trace.save_json(tmp_path / "events.json")
     saved = json.loads((tmp_path / "events.json").read_text())
     writes = complete(chrome_trace([trace])["traceEvents"], cat="kernel")

@@ -72,6 +72,6 @@ def test_an_interrupted_fit_still_writes_its_trace(tmp_path: Path) -> None:
 
 
 def test_the_trace_name_is_checked_by_the_builder(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="trace_out must end in .json"):
+    with pytest.raises(ValueError, match=r"trace_out must end in \.json"):
         LearnerBuilder(tmp_path).trace(tmp_path / "fit.trace")
     assert LearnerBuilder(tmp_path).trace(None) is not None
