@@ -48,7 +48,7 @@ from benchmarks.harness.machine import blas_threads, loadavg, machine_info
 from benchmarks.harness.program import Log
 from benchmarks.harness.timing import time_interleaved
 from benchmarks.harness.torch_import import import_torch
-from minitorch_accum import optim
+from minitorch_accum import kernels, optim
 from minitorch_accum.accum import Accumulator
 from minitorch_accum.backend import backend_for
 
@@ -82,6 +82,8 @@ def measure(settings: Settings, log: Log) -> dict[str, Any]:
         "machine": machine_info(),
         "settings": settings_record(settings),
         "environment": {
+            # which implementation the library's kernels took (MTA_KERNELS on the CPU)
+            "kernel_path": kernels.kernel_path() if settings.device == "cpu" else "cupy",
             "blas_threads": threads,
             "torch_threads": threads if torch is not None and settings.device == "cpu" else None,
             "torch_compared": torch is not None,

@@ -19,7 +19,8 @@ def format_table(payload: dict[str, Any]) -> str:
     env = payload["environment"]
     others = env.get("other_processes_cpu_share")
     lines: list[str] = [
-        f"{payload['machine'].get('cpu')}, {payload['machine'].get('cores')} cores, BLAS threads "
+        f"{payload['machine'].get('cpu')}, {payload['machine'].get('cores')} cores, the library's kernels on "
+        f"{env.get('kernel_path', 'native')}, BLAS threads "
         f"{env['blas_threads']}, torch threads {env['torch_threads']}, other processes used "
         f"{'?' if others is None else f'{others:.0%}'} of the cores meanwhile",
         "",
@@ -100,7 +101,8 @@ def plot(payload: dict[str, Any], path: Path) -> None:
             axis.set_xticks(ks, [str(k) for k in ks])
             axis.xaxis.set_minor_locator(NullLocator())
             axis.legend(fontsize=8)
-    fig.suptitle(f"end-to-end accumulation, b={payload['settings']['micro_batch']}, "
-                 f"{payload['machine'].get('cpu', '')}", fontsize=9)
+    fig.suptitle(f"end-to-end accumulation, b={payload['settings']['micro_batch']}, kernels on "
+                 f"{payload['environment'].get('kernel_path', 'native')}, {payload['machine'].get('cpu', '')}",
+                 fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

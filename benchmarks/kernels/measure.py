@@ -22,7 +22,7 @@ from benchmarks.kernels.arrays import DeviceArrays
 from benchmarks.kernels.cases import Case, flat_case, model_case, size_name
 from benchmarks.kernels.settings import Settings, settings_record
 from benchmarks.kernels.targets import targets
-from benchmarks.kernels.variants import Variant
+from benchmarks.kernels.variants import Variant, variant_path
 
 __all__ = ["BENCHMARK", "measure", "measure_case"]
 
@@ -103,6 +103,7 @@ def measure_case(
         bus_bytes = v.bytes_per_element + (v.extra_bus_bytes if arrays.on_host else 0)
         figures[v.name] = {
             "label": v.label,
+            "path": variant_path(v.name, arrays.on_host),
             "role": v.role,
             "bytes_per_element": v.bytes_per_element,
             "median_s": seconds,

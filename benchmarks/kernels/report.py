@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.text_table import text_table
+from benchmarks.kernels.variants import shown_name
 
 __all__ = ["format_table", "plot"]
 
@@ -31,13 +32,15 @@ def format_table(payload: dict[str, Any]) -> str:
         for case in cases:
             f = case["variants"].get(name)
             cells.append("-" if f is None else f"{f['gb_per_s']:.1f} ({f['fraction_of_limit']:.0%})")
-        rows.append([name, str(info["bytes_per_element"])] + cells)
-    lines = ["GB/s from useful bytes (percent of the case's best copy/triad, both in bus bytes)"]
+        rows.append([shown_name(name, info), str(info["bytes_per_element"])] + cells)
+    lines = [f"the library's kernels ran on: {_library_path(payload)} (MTA_KERNELS=native|emulated|reference on "
+             "the CPU)",
+             "GB/s from useful bytes (percent of the case's best copy/triad, both in bus bytes)"]
     lines += text_table(["variant", "B/el"] + [c["case"] for c in cases], rows)
     lines.append("")
     lines.append("median seconds per call")
     for case in cases:
-        parts = ", ".join(f"{n} {f['median_s']:.3g}" for n, f in case["variants"].items())
+        parts = ", ".join(f"{shown_name(n, f)} {f['median_s']:.3g}" for n, f in case["variants"].items())
         lines.append(f"  {case['case']}: {parts}")
     lines.append("")
     lines.append("ratios (x = times faster, measured side by side)")
@@ -62,6 +65,21 @@ def format_table(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _library_path(payload: dict[str, Any]) -> str:
+    """The path the library's kernels took (results of before the path was recorded per variant
+    hold it in the settings)."""
+    for case in payload["cases"]:
+        for name, figure in case["variants"].items():
+            if shown_name(name, figure) != name:
+                return figure["path"]
+    return payload["settings"].get("kernel_path", "native")
+
+
+def _label(name: str, figure: dict[str, Any]) -> str:
+    shown = shown_name(name, figure)
+    return figure["label"] if shown == name else f"{figure['label']} [{figure['path']}]"
+
+
 def plot(payload: dict[str, Any], path: Path) -> None:
     """GB/s against elements per variant (log x), the copy/triad limits as horizontal lines, and
     the model-shaped case as bars."""
@@ -84,7 +102,7 @@ def plot(payload: dict[str, Any], path: Path) -> None:
                 style,
                 marker="o",
                 markersize=3,
-                label=info["label"],
+                label=_label(name, info),
                 linewidth=2.5 if name == "native_arena" else 1.2,
                 alpha=0.6 if style == "--" else 1.0,
             )
@@ -106,7 +124,7 @@ def plot(payload: dict[str, Any], path: Path) -> None:
         ax.set_xlabel("elements per buffer")
         ax.set_ylabel("GB/s (useful bytes)")
         ax.set_title(
-            f"accumulation kernels, {payload['settings']['device']}: "
+            f"accumulation kernels on {_library_path(payload)}, {payload['settings']['device']}: "
             f"{payload['machine'].get('gpu') or payload['machine']['cpu']}"
         )
         ax.grid(True, which="both", alpha=0.3)
@@ -114,7 +132,7 @@ def plot(payload: dict[str, Any], path: Path) -> None:
     if model is not None:
         items = list(model["variants"].items())
         bars.barh(
-            [f["label"] for _, f in items],
+            [_label(n, f) for n, f in items],
             [f["gb_per_s"] for _, f in items],
             color=[
                 "tab:orange" if n == "native_arena" else "tab:gray" if f["role"] != "accumulate" else "tab:blue"

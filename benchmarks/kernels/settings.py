@@ -130,5 +130,6 @@ def settings_record(settings: Settings, torch: ImportedTorch | None, mixed_path:
             ),
         }
     )
-    record["kernel_path"] = K.kernel_path()
+    # which implementation the library's kernels took (each variant's figure says so too)
+    record["kernel_path"] = K.kernel_path() if settings.device == "cpu" else "cupy"
     return record

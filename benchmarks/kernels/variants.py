@@ -16,7 +16,30 @@ from benchmarks.kernels.arrays import DeviceArrays
 from benchmarks.kernels.settings import SCALE
 from minitorch_accum import kernels as K
 
-__all__ = ["Variant", "accumulate_variants", "array_library_variants", "limit_variants", "torch_variants"]
+__all__ = ["Variant", "accumulate_variants", "array_library_variants", "limit_variants", "shown_name", "torch_variants",
+           "variant_path"]
+
+#: the prefix of the library's own kernel variants in the result files (kept, so results of every
+#: date compare); the path that really ran is each figure's ``path``, and tables and plots show it
+LIBRARY_PREFIX = "native_"
+
+
+def variant_path(name: str, on_host: bool) -> str:
+    """What ran variant ``name``: the library's kernels on ``kernel_path()`` (native, emulated,
+    reference) or CuPy's CUDA kernels; NumPy's or CuPy's arithmetic; PyTorch."""
+    if name.startswith(LIBRARY_PREFIX):
+        return K.kernel_path() if on_host else "cupy"
+    if name.startswith("torch_"):
+        return "torch"
+    return "numpy" if on_host else "cupy"
+
+
+def shown_name(name: str, figure: dict[str, Any]) -> str:
+    """The variant as tables and plots name it: ``emulated_arena`` when MTA_KERNELS=emulated ran it."""
+    path = figure.get("path")
+    if path and name.startswith(LIBRARY_PREFIX):
+        return path + "_" + name.removeprefix(LIBRARY_PREFIX)
+    return name
 
 
 @dataclass

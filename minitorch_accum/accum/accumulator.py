@@ -15,6 +15,7 @@ scale applied at the end, by the optimizer's fused kernel or by ``grads()``.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,8 +28,9 @@ from minitorch_accum.accum.container_store import ContainerStore
 from minitorch_accum.accum.gradient_store import GradientStore
 from minitorch_accum.accum.loss_scaler import DynamicLossScaler
 from minitorch_accum.accum.memory import MemoryReport, PeakMemory, array_bytes
-from minitorch_accum.accum.trace import AccumulationTrace, KernelEvent
+from minitorch_accum.accum.trace import AccumulationTrace
 from minitorch_accum.accum.window_reducer import WindowReducer
+from minitorch_accum.accum.window_tracer import WindowTracer
 from minitorch_accum.autodiff import Gradients, Tensor
 from minitorch_accum.nn import Module
 from minitorch_accum.optim import GradientWindow
@@ -62,7 +64,10 @@ class Accumulator:
         accum_dtype: ``"float32"`` or ``"float64"``; 16-bit gradients accumulate in float32.
         compensated: Neumaier-compensated accumulation with a second arena.
         loss_scaler: a DynamicLossScaler for 16-bit training (optional).
-        trace: record every kernel in ``self.trace``.
+        trace: record the window in ``self.trace``: ``True``, an AccumulationTrace (one with
+            ``memory=`` records the array allocations too), or a path, where the trace is
+            written in the Trace Event Format (ui.perfetto.dev) at the end of every window
+            (for a long run, pass True and call ``acc.trace.save_chrome(path)`` once).
         reducer: data parallelism (``minitorch_accum.distributed``): when the window closes it
             is summed over every rank, and normalized by the items of every rank.
 
@@ -73,7 +78,8 @@ class Accumulator:
 
     def __init__(self, model: Module, steps: int, reduction: str = "items", fusion: str = "gemm",
                  accum_dtype: Any = "float32", compensated: bool = False,
-                 loss_scaler: DynamicLossScaler | None = None, trace: bool = False,
+                 loss_scaler: DynamicLossScaler | None = None,
+                 trace: bool | AccumulationTrace | str | os.PathLike = False,
                  reducer: WindowReducer | None = None) -> None:
         if not isinstance(model, Module):
             raise TypeError(f"Accumulator: model must be a Module, got {type(model).__name__}")
@@ -98,8 +104,15 @@ class Accumulator:
             ContainerStore(named) if fusion == "none"
             else ArenaStore(named, accum_dtype, compensated=compensated, fuse_gemm=fusion == "gemm",
                             shards=1 if reducer is None else reducer.shards))
-        self.trace = AccumulationTrace() if trace else None
         self.window_index = 0
+        self._tracer: WindowTracer | None = None
+        path = trace if isinstance(trace, str | os.PathLike) else None
+        if isinstance(trace, AccumulationTrace) or trace is True or path is not None:
+            self._tracer = WindowTracer(trace if isinstance(trace, AccumulationTrace) else AccumulationTrace(),
+                                        self, path)
+            self.store.recorder = self._tracer
+        elif trace not in (False, None):
+            raise TypeError(f"trace must be a bool, an AccumulationTrace or a path, got {type(trace).__name__}")
         self.skipped_windows: list[int] = []
         self.activation_peaks: list[int] = []
         self._reset_window()
@@ -114,13 +127,17 @@ class Accumulator:
     # ------------------------------------------------------------ window state
     @property
     def trace(self) -> AccumulationTrace | None:
-        """The kernel trace (None when not tracing); assign one to start tracing, None to stop."""
-        return self._trace
+        """The trace (None when not tracing); assign one to start tracing, None to stop."""
+        return None if self._tracer is None else self._tracer.trace
 
     @trace.setter
     def trace(self, trace: AccumulationTrace | None) -> None:
-        self._trace = trace
-        self.store.recorder = None if trace is None else self._record
+        self._tracer = None if trace is None else WindowTracer(trace, self)
+        self.store.recorder = self._tracer
+
+    def _span(self, phase: str, *args: Any) -> contextlib.AbstractContextManager:
+        # a phase of the window as a span of the trace; nothing when not tracing
+        return contextlib.nullcontext() if self._tracer is None else getattr(self._tracer, phase)(*args)
 
     @property
     def arena(self) -> GradArena | None:
@@ -193,7 +210,8 @@ class Accumulator:
                                                            and self._micro_step + 1 == self.steps)):
             assert isinstance(self.store, ArenaStore)
             self.reducer.window_closing(self.store)
-        self.store.micro_batch(loss, seed, scale)
+        with self._span("backward"):
+            self.store.micro_batch(loss, seed, scale)
         self._micro_step += 1
         self._items += int(num_items or 0)
 
@@ -206,7 +224,7 @@ class Accumulator:
             with acc.micro_batch():
                 acc.backward(loss_fn(model(xb), yb), num_items=len(yb))
         """
-        with PeakMemory(self.device()) as probe:
+        with self._span("micro_batch"), PeakMemory(self.device()) as probe:
             yield probe
         arrays = probe.array_peak_bytes
         self.activation_peaks.append(probe.peak_bytes if arrays is None else arrays)
@@ -219,14 +237,17 @@ class Accumulator:
         and items counted are then those of all ranks."""
         self._check_whole("the optimizer step")
         if not self._closed:
-            micro_batches, items = self._micro_step, self._items
-            if self.reducer is not None:
-                assert isinstance(self.store, ArenaStore)
-                micro_batches, items = self.reducer.reduce(self.store, micro_batches, items)
-            # mean_nominal divides by the configured k of every rank (a rank's k times the ranks)
-            nominal = self.steps * (1 if self.reducer is None else self.reducer.shards)
-            self._pending_scale = normalization.window_scale(self.reduction, micro_batches, items, nominal)
-            self.store.close()
+            with self._span("close"):
+                micro_batches, items = self._micro_step, self._items
+                if self.reducer is not None:
+                    assert isinstance(self.store, ArenaStore)
+                    with self._span("reduction"):
+                        micro_batches, items = self.reducer.reduce(self.store, micro_batches, items)
+                # mean_nominal divides by the configured k of every rank (a rank's k times the ranks)
+                nominal = self.steps * (1 if self.reducer is None else self.reducer.shards)
+                with self._span("normalization", self.reduction):
+                    self._pending_scale = normalization.window_scale(self.reduction, micro_batches, items, nominal)
+                    self.store.close()
             self._closed = True
         assert self._pending_scale is not None
         return self._pending_scale
@@ -283,17 +304,13 @@ class Accumulator:
                 self.skipped_windows.append(self.window_index)
             if self.loss_scaler is not None:
                 self.loss_scaler.update(nonfinite, self.window_index)
+        if self._tracer is not None:
+            self._tracer.window_ended(self._micro_step, self._items)
         self.store.reset()
         self.window_index += 1
         self._reset_window()
 
     # ------------------------------------------------------------ reporting
-    def _record(self, param: str, kernel: str, elements: int, nbytes: int, seconds: float, *,
-                materialized: bool, window_pass: bool) -> None:
-        assert self._trace is not None
-        self._trace.record(KernelEvent(self.window_index, -1 if window_pass else self._micro_step, param, kernel,
-                                      int(elements), int(nbytes), seconds, materialized))
-
     def memory_report(self, optimizer: Any = None) -> MemoryReport:
         """Parameters, gradient store, optimizer state and the last micro-batch's activation peak, in bytes."""
         return MemoryReport(

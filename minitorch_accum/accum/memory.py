@@ -23,12 +23,13 @@ from __future__ import annotations
 import ctypes
 import itertools
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from minitorch_accum.backend import Device, DeviceLike, parse_device
 
-__all__ = ["MemoryReport", "PeakMemory", "array_bytes", "array_tracking_available"]
+__all__ = ["ArrayAllocationWatch", "MemoryReport", "PeakMemory", "array_bytes", "array_tracking_available"]
 
 
 class PeakMemory:
@@ -86,6 +87,32 @@ class PeakMemory:
             self.peak_bytes = self.array_peak_bytes = self._hook.peak
 
 
+class ArrayAllocationWatch:
+    """Context manager telling ``listener(address, nbytes)`` of every NumPy array buffer allocated
+    inside it (``nbytes`` > 0) and, while it is still open, of the freeing of each of those
+    (``-nbytes``): the events a memory timeline is drawn from. ``active`` is False when this
+    NumPy offers no data-memory handler (nothing is reported then). The listener runs inside
+    NumPy's allocator, with the GIL held: it must be quick and must not allocate arrays."""
+
+    def __init__(self, listener: Callable[[int, int], None]) -> None:
+        self.listener = listener
+        self.active = False
+        self._counter: _Counter | None = None
+
+    def __enter__(self) -> ArrayAllocationWatch:
+        if _TRACKER.available():
+            self._counter = _TRACKER.open()
+            self._counter.listener = self.listener
+            self.active = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._counter is not None:
+            _TRACKER.close(self._counter)
+            self._counter.listener = None
+            self._counter = None
+
+
 def array_tracking_available() -> bool:
     """Whether array bytes can be measured apart from Python objects on the CPU (NumPy >= 1.22)."""
     return _TRACKER.available()
@@ -116,15 +143,17 @@ _FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t
 
 
 class _Counter:
-    """The bytes one open probe has seen allocated and not yet freed, and their peak."""
+    """The bytes one open probe has seen allocated and not yet freed, and their peak; a watch's
+    listener is told of each of its allocations and frees as well."""
 
-    __slots__ = ("current", "peak", "previous_handler", "since")
+    __slots__ = ("current", "listener", "peak", "previous_handler", "since")
 
     def __init__(self, since: int) -> None:
         self.current = 0
         self.peak = 0
         self.since = since  # allocations numbered above this one belong to the probe
         self.previous_handler: Any = None
+        self.listener: Callable[[int, int], None] | None = None
 
 
 class _ArrayTracker:
@@ -196,6 +225,8 @@ class _ArrayTracker:
                     counter.current += size
                     if counter.current > counter.peak:
                         counter.peak = counter.current
+                    if counter.listener is not None:
+                        counter.listener(pointer, size)
 
         def released(pointer: int | None) -> None:
             entry = live.pop(pointer, None) if pointer else None
@@ -204,6 +235,8 @@ class _ArrayTracker:
                 for counter in open_counters:
                     if number > counter.since:  # a probe opened later never counted it
                         counter.current -= size
+                        if counter.listener is not None:
+                            counter.listener(pointer, -size)
 
         def malloc(ctx: int, size: int) -> int | None:
             pointer = base_malloc(base_ctx, size)

@@ -1,23 +1,41 @@
-"""A record, for study, of what happened to every gradient: which kernel ran on which
-parameter, how many elements and bytes it moved, and how long it took.
+"""A record, for study, of what happened to every gradient and when: which kernel ran on which
+parameter, on which path, how many elements and bytes it moved and how long it took, in the
+spans of the window it belongs to (micro-batches' forward and backward, the close, the step).
 
     acc = Accumulator(model, steps=4, trace=True)
     ...
     print(acc.trace.table())
-    acc.trace.save_json("trace.json")
+    acc.trace.save_json("trace.json")            # {"events", "totals"}: the kernels
+    acc.trace.save_chrome("trace.perfetto.json")  # Trace Event Format: open in ui.perfetto.dev
+
+One recorder, several views: ``events`` (the kernels, with ``totals`` and ``table``), the Chrome
+trace of ``accum/chrome_trace.py`` and, with ``memory=``, the array allocations of
+``accum/allocation_recording.py`` (a counter track, PyTorch's memory snapshot, the explain figure).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from dataclasses import asdict, dataclass
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from minitorch_accum.kernels import bytes_moved
+from minitorch_accum.accum.allocation_recording import AllocationRecording
+from minitorch_accum.kernels import bytes_moved, kernel_path
 
-__all__ = ["AccumulationTrace", "KernelEvent", "KernelRecorder", "record_window_pass"]
+__all__ = ["COLLECTIVES", "LANES", "AccumulationTrace", "KernelEvent", "KernelRecorder", "Span", "kernel_path_of",
+           "record_window_pass", "trace_span"]
+
+#: the lanes of a trace (one thread track each in the Chrome trace), in display order
+LANES = ("window", "micro-batches", "arena writes", "collectives")
+#: kernel names that are a reduction over the ranks, not a write of this rank's arena
+COLLECTIVES = ("allreduce", "reduce_scatter")
+#: passes that NumPy (or CuPy) itself runs, not one of the library's kernels
+_ARRAY_LIBRARY_PASSES = ("scale", "container-store", "container-add", "gemm-fallback")
 
 
 @dataclass(frozen=True)
@@ -32,42 +50,176 @@ class KernelEvent:
     bytes: int
     seconds: float
     materialized: bool  # True when the contribution existed as its own array before being added
+    start: float = 0.0  # seconds from the trace's origin
+    path: str = ""  # what ran it: native, emulated, reference, cupy; blas, cublas; numpy; mpi, nccl
+
+    @property
+    def gb_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Span:
+    """A stretch of time on one lane: a micro-batch's forward or backward, the window's close, the step."""
+
+    name: str
+    lane: str
+    start: float  # seconds from the trace's origin
+    seconds: float
+    args: dict[str, Any] = field(default_factory=dict)
 
 
 class KernelRecorder(Protocol):
     """What a gradient store calls for every kernel that writes or reads the window's gradients;
-    the Accumulator adds the window and micro-batch numbers."""
+    the Accumulator adds the window and micro-batch numbers, the time and the path.
+    ``started`` (perf_counter seconds) when the caller knows it, else it ended just now."""
 
     def __call__(self, param: str, kernel: str, elements: int, nbytes: int, seconds: float, *,
-                 materialized: bool, window_pass: bool) -> None: ...
+                 materialized: bool, window_pass: bool, started: float | None = None) -> None: ...
 
 
 def record_window_pass(recorder: KernelRecorder, kernel: str, arrays: list[tuple[str, Any]], seconds: float) -> None:
-    """One pass over the window's gradients, recorded per parameter with its share of the time."""
+    """One pass over the window's gradients, recorded per parameter with its share of the time,
+    the shares laid end to end over the pass that ended now."""
     total = sum(a.size for _, a in arrays) or 1
+    started = time.perf_counter() - seconds
     for name, array in arrays:
         size = array.dtype.itemsize
-        recorder(name, kernel, array.size, bytes_moved(kernel, array.size, size, size), seconds * array.size / total,
-                 materialized=False, window_pass=True)
+        share = seconds * array.size / total
+        recorder(name, kernel, array.size, bytes_moved(kernel, array.size, size, size), share,
+                 materialized=False, window_pass=True, started=started)
+        started += share
+
+
+def kernel_path_of(kernel: str, device_kind: str = "cpu", communicator: str = "") -> str:
+    """Which implementation ran ``kernel`` just now: the library's kernels on the CPU path of
+    ``MTA_KERNELS`` (native, emulated, reference) or CuPy's CUDA kernels; a GEMM-fused write on
+    BLAS or cuBLAS; NumPy's own arithmetic; a collective on its communicator (mpi, nccl, local)."""
+    gpu = device_kind == "cuda"
+    if kernel in COLLECTIVES:
+        return communicator or "collective"
+    if kernel.startswith("gemm-beta"):
+        return "cublas" if gpu else "blas"
+    if kernel in _ARRAY_LIBRARY_PASSES:
+        return "cupy" if gpu else "numpy"
+    return "cupy" if gpu else kernel_path()
 
 
 class AccumulationTrace:
-    """Kernel events in order; printable as a table and exportable as JSON."""
+    """Kernel events and spans in order; printable as a table, exportable as JSON and as a trace.
 
-    def __init__(self) -> None:
+    Args:
+        memory: also record the array allocations while ``recording_memory()`` is open:
+            ``"counter"`` keeps the bytes alive over time (a counter track), ``"frames"`` every
+            allocation with the Python frames that made it (PyTorch's memory snapshot, the figure).
+        name: what the trace shows (explain records ``8 x 32`` beside ``1 x 256``).
+        rank, world_size: the process's place in a data-parallel job (one trace file per rank).
+    """
+
+    def __init__(self, memory: str | None = None, name: str = "", rank: int = 0, world_size: int = 1) -> None:
         self.events: list[KernelEvent] = []
+        self.spans: list[Span] = []
+        self.counters: list[tuple[str, float, int]] = []  # (track, seconds from origin, bytes)
+        self.name = name
+        self.rank, self.world_size = int(rank), int(world_size)
+        self.origin = time.perf_counter()
+        self.wall_origin = time.time()  # the same instant on the wall clock, which the ranks share
+        self.memory = None if memory is None else AllocationRecording(self.origin, keep=memory)
+        self._context: list[str] = []
+        self._phase = ""
+
+    # ------------------------------------------------------------------ recording
+    def clock(self, at: float | None = None) -> float:
+        """Seconds from the origin of the perf_counter instant ``at`` (default: now)."""
+        return (time.perf_counter() if at is None else at) - self.origin
 
     def record(self, event: KernelEvent) -> None:
         self.events.append(event)
 
+    def add_span(self, name: str, lane: str, started: float, ended: float | None = None, **args: Any) -> Span:
+        """A span from the perf_counter instant ``started`` to ``ended`` (default: now)."""
+        ended = time.perf_counter() if ended is None else ended
+        span = Span(name, lane, self.clock(started), max(0.0, ended - started), args)
+        self.spans.append(span)
+        return span
+
+    @contextlib.contextmanager
+    def span(self, name: str, lane: str, started: float | None = None, **args: Any) -> Iterator[None]:
+        """Record the block as a span (from the perf_counter instant ``started``, default: now);
+        allocations inside it are attributed to it."""
+        started = time.perf_counter() if started is None else started
+        self._context.append(name)
+        self._name_context()
+        try:
+            yield
+        finally:
+            self._context.pop()
+            self._name_context()
+            self.add_span(name, lane, started, **args)
+
+    def set_phase(self, phase: str) -> None:
+        """Name what runs now inside the innermost span without a span of its own (the forward
+        of ``acc.micro_batch()``, known to be one only when its backward begins)."""
+        self._phase = phase
+        self._name_context()
+
+    def _name_context(self) -> None:
+        if self.memory is not None:
+            self.memory.context = " / ".join([*self._context, *([self._phase] if self._phase else [])])
+
+    def count(self, track: str, nbytes: int, at: float | None = None) -> None:
+        """One value of a counter track (the arena's bytes) at the perf_counter instant ``at``."""
+        self.counters.append((track, self.clock(at), int(nbytes)))
+
+    @contextlib.contextmanager
+    def recording_memory(self) -> Iterator[None]:
+        """Record array allocations and frees inside the block (when made with ``memory=``)."""
+        if self.memory is None:
+            yield
+            return
+        with self.memory:
+            yield
+
+    def lay_out_collectives(self, first: int, started: float) -> None:
+        """Place the collectives recorded since event number ``first`` end to end from the
+        perf_counter instant ``started``, the window's facts last: the reducer reports each
+        bucket's bytes and seconds after the reduction, not when each call began."""
+        recorded = self.events[first:]
+        buckets = [e for e in recorded if e.elements > 0]
+        facts = [e for e in recorded if e.elements == 0]
+        at = self.clock(started)
+        placed = []
+        for event in [*buckets, *facts]:
+            placed.append(replace(event, start=at))
+            at += event.seconds
+        self.events[first:] = placed
+
     def clear(self) -> None:
         self.events.clear()
+        self.spans.clear()
+        self.counters.clear()
 
+    # ---------------------------------------------------------------- the kernel view
     def for_param(self, name: str) -> list[KernelEvent]:
         return [e for e in self.events if e.param == name]
 
     def kernels_used(self) -> set[str]:
         return {e.kernel for e in self.events}
+
+    def paths(self) -> dict[str, list[str]]:
+        """Which implementation ran which kernels: path -> kernel names, in order of first use."""
+        out: dict[str, list[str]] = {}
+        for e in self.events:
+            kernels = out.setdefault(e.path, [])
+            if e.kernel not in kernels:
+                kernels.append(e.kernel)
+        return out
+
+    def paths_line(self) -> str:
+        """``native (copy_scale, add_scale), blas (gemm-beta0, gemm-beta1)``: what a header prints,
+        with where the CPU path is chosen."""
+        used = ", ".join(f"{path} ({', '.join(kernels)})" for path, kernels in self.paths().items()) or "nothing yet"
+        return f"{used}; MTA_KERNELS=native|emulated|reference chooses the CPU path of the library's kernels"
 
     def totals(self) -> dict[str, dict[str, float]]:
         """Per kernel: calls, elements, bytes and seconds summed."""
@@ -89,15 +241,20 @@ class AccumulationTrace:
     def save_json(self, path: str | os.PathLike) -> None:
         Path(path).write_text(self.to_json())
 
+    def save_chrome(self, path: str | os.PathLike) -> Path:
+        """Write the Trace Event Format view (ui.perfetto.dev, chrome://tracing, HTA)."""
+        from minitorch_accum.accum.chrome_trace import write_chrome_trace  # it builds on this module
+
+        return write_chrome_trace([self], path)
+
     def table(self, limit: int | None = None) -> str:
         """A plain-text table, one row per event."""
-        header = ("window", "micro", "param", "kernel", "elements", "bytes", "GB/s", "us")
+        header = ("window", "micro", "param", "kernel", "path", "elements", "bytes", "GB/s", "us")
         rows = []
         for e in self.events[:limit]:
-            rate = e.bytes / e.seconds / 1e9 if e.seconds > 0 else 0.0
             micro = "-" if e.micro_batch < 0 else str(e.micro_batch)
-            rows.append((str(e.window), micro, e.param, e.kernel, str(e.elements), str(e.bytes),
-                         f"{rate:.2f}", f"{e.seconds * 1e6:.1f}"))
+            rows.append((str(e.window), micro, e.param, e.kernel, e.path, str(e.elements), str(e.bytes),
+                         f"{e.gb_per_s:.2f}", f"{e.seconds * 1e6:.1f}"))
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
         lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
         lines.append("  ".join("-" * w for w in widths))
@@ -106,3 +263,8 @@ class AccumulationTrace:
 
     def __len__(self) -> int:
         return len(self.events)
+
+
+def trace_span(trace: AccumulationTrace | None, name: str, lane: str, **args: Any) -> contextlib.AbstractContextManager:
+    """``trace.span(...)``, or nothing at all when there is no trace (the Learner's spans)."""
+    return contextlib.nullcontext() if trace is None else trace.span(name, lane, **args)

@@ -19,6 +19,7 @@ from minitorch_accum.accum import Accumulator
 from minitorch_accum.accum.normalization import micro_batch_loss_reduction
 from minitorch_accum.autodiff import tensor
 from minitorch_accum.backend import manual_seed
+from minitorch_accum.cli.explain_views import wanted, write_window_views
 from minitorch_accum.cli.tasks import load_task
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, rank_windows
@@ -89,14 +90,17 @@ def explain_command(values: Mapping[str, Any]) -> int:
     dataset, k, b = values["dataset"], values["grads_accumulation"], values["micro_batch"]
     reduction, fusion, dtype = values["reduction"], values["fusion"], values["dtype"]
     report = explain_window(dataset, k, b, reduction, fusion, dtype, values["seed"], block_size=values["block_size"])
+    # every rank records its share (--trace-out, --figure); rank 0 says where the files went
+    views = write_window_views(values, make_communicator("auto")) if wanted(values) else []
     if report["rank"] != 0:
         return 0  # rank 0 tells the story
     ranks = report["world_size"]
     share = f" on each of {ranks} ranks (window of {report['used']})" if ranks > 1 else ""
     rows = "items" if dataset == "digits" else "rows"  # a row of sequences or chars holds several items
     print(f"One window of k={k} micro-batches of {b} {rows}{share}: {report['task']}")
-    print(f"reduction={reduction}, fusion={fusion}, dtype={dtype}\n")
     trace = report["trace"]
+    print(f"reduction={reduction}, fusion={fusion}, dtype={dtype}")
+    print(f"kernels ran on: {trace.paths_line()}\n")
     for position, m in enumerate(report["micro"]):
         other = "" if m["other_bytes"] is None else f" (+{_kib(m['other_bytes'])} of Python objects)"
         print(f"micro-batch {m['index']}: {m['items']} items, loss {m['loss']:.4f}, "
@@ -128,4 +132,6 @@ def explain_command(values: Mapping[str, Any]) -> int:
     else:
         print(f"reduction={reduction} is not the per-item mean of the window when micro-batches hold "
               "different numbers of items; the difference above is the price of that")
+    if views:
+        print("\n" + "\n".join(views))
     return 0

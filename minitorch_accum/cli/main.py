@@ -33,7 +33,7 @@ def _command(sub: argparse._SubParsersAction, name: str, help_text: str) -> argp
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="maccum", description="Gradient accumulation: train, compare, explain, "
-                                     "measure, and the bugs it is known for.")
+                                     "measure, precision, and the bugs it is known for.")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in TRAINING_COMMANDS:  # their options are the rows of the settings table
         add_options(_command(sub, command, _HELP[command]), command, _COMMAND_DEFAULTS.get(command))
@@ -48,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     bugs = _command(sub, "bugs", "the bug museum: real accumulation bugs, reproduced and caught by a property")
     bugs.add_argument("action", choices=("list", "show"), help="list the exhibits, or show one measured")
     bugs.add_argument("name", nargs="?", help="the exhibit to show (maccum bugs list names them)")
+
+    from minitorch_accum.cli.precision_command import add_precision_parser
+
+    add_precision_parser(sub, argparse.ArgumentDefaultsHelpFormatter)
     return parser
 
 
@@ -92,6 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from minitorch_accum.cli.bugs_command import bugs_command
 
             return bugs_command(args.action, args.name)
+        if args.command == "precision":
+            from minitorch_accum.cli.precision_command import precision_command
+
+            return precision_command(args)
         from minitorch_accum.kernels.__main__ import main as kernels_main
 
         return kernels_main(args.rest)

@@ -9,9 +9,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from minitorch_accum.accum.chrome_trace import rank_trace_path
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.cli.tasks import load_task
 from minitorch_accum.data import DataLoader
+from minitorch_accum.distributed.launch_environment import launched_world_size
 from minitorch_accum.optim import SGD, AdamW, Optimizer
 from minitorch_accum.train import History, LearnerBuilder
 from minitorch_accum.train.settings import for_learner
@@ -67,5 +69,10 @@ def train_command(values: Mapping[str, Any]) -> int:
     wrote = [str(out / "metrics.jsonl"), str(out / "final.safetensors")]
     if checkpoints.is_dir() and any(p.is_dir() for p in checkpoints.iterdir()):
         wrote.append(f"checkpoints in {checkpoints}")
+    if values["trace_out"] is not None:
+        ranks = launched_world_size()
+        trace = rank_trace_path(values["trace_out"], 0, ranks)
+        wrote.append(f"the trace {trace}" + (f" (and one per rank beside it, {ranks} in all)" if ranks > 1 else "")
+                     + " (open it in ui.perfetto.dev)")
     print(f"wrote {', '.join(wrote[:-1])} and {wrote[-1]}")
     return 0

@@ -133,6 +133,12 @@ class LearnerBuilder:
         self._set("checkpoint_every_micro_batches", every_micro_batches)
         return self._set("checkpoint_keep", keep)
 
+    def trace(self, path: str | os.PathLike | None) -> LearnerBuilder:
+        """Write a Chrome/Perfetto trace of ``fit`` to ``path`` (a ``.json`` file: open it in
+        ui.perfetto.dev): every window, micro-batch, kernel and its path, the close, the step and
+        the memory counters; under mpiexec one file per rank. None turns it off."""
+        return self._set("trace_out", path)
+
     def devices(self, devices: list[str]) -> LearnerBuilder:
         return self._set("devices", devices)
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from minitorch_accum.accum import Accumulator, DynamicLossScaler, PeakMemory
 from minitorch_accum.accum.normalization import micro_batch_loss_reduction
+from minitorch_accum.accum.trace import trace_span
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, LocalCommunicator, WindowShare, rank_windows
@@ -42,6 +43,7 @@ from minitorch_accum.train.run_lock import RunLock
 from minitorch_accum.train.settings import LearnerConfig
 from minitorch_accum.train.step import Classifier, TrainOutput
 from minitorch_accum.train.stop_request import StopRequest, TrainingInterrupted
+from minitorch_accum.train.training_trace import TrainingTrace
 from minitorch_accum.train.window_record import WindowTotals, step_record
 
 __all__ = ["Learner"]
@@ -106,6 +108,8 @@ class Learner:
         # (epoch, next micro-batch) as the loop advances; a checkpoint due at an epoch's end waits for validation
         self._position = (0, 0)
         self._deferred_checkpoint: tuple[int, int] | None = None
+        #: the trace of the last fit (``trace_out``), written when it ended
+        self.training_trace: TrainingTrace | None = None
 
     @staticmethod
     def _check_distributed(config: LearnerConfig) -> None:
@@ -224,8 +228,10 @@ class Learner:
         for note in notes:
             progress.message(note)
         self._position = (start_epoch, start_batch)
+        if config.trace_out is not None:
+            self.training_trace = TrainingTrace(config.trace_out, self.accumulator, self.comm)
         try:
-            with self._stop.installed():
+            with self._stop.installed(), self.training_trace or contextlib.nullcontext():
                 if resume and not self.validated and valid_loader is not None:
                     self._validate(start_epoch - 1, valid_loader, log, progress)  # the kill came before it
                 for epoch in range(start_epoch, config.num_epochs):
@@ -275,8 +281,11 @@ class Learner:
     def _micro_batch(self, batch: Any, closes_window: bool) -> None:
         self.step_model.train()
         start = time.perf_counter()
-        with PeakMemory(self.accumulator.device()) as probe:
-            out = self.step_model.train_step(batch)
+        trace = self.accumulator.trace
+        with (trace_span(trace, f"micro-batch {self.accumulator.micro_step}", "micro-batches"),
+              PeakMemory(self.accumulator.device()) as probe):
+            with trace_span(trace, "forward", "micro-batches"):
+                out = self.step_model.train_step(batch)
             self._check_output(out)
             self.accumulator.backward(out.loss, out.num_items, closes_window=closes_window)
         self.window.add(out, time.perf_counter() - start, probe)
@@ -308,7 +317,8 @@ class Learner:
             if config.lr_scheduler is not None:
                 lr = config.lr_scheduler.step()
             grad_norm = clip_grad_norm(acc, config.clip_grad_norm) if config.clip_grad_norm else acc.grad_norm()
-            self.stepper.step(self.step_model, acc, lr=lr)
+            with trace_span(acc.trace, "optimizer step", "window", step=self.step + 1):
+                self.stepper.step(self.step_model, acc, lr=lr)
         micro = acc.micro_step
         acc.zero()
         step_seconds = time.perf_counter() - start

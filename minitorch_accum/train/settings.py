@@ -32,6 +32,7 @@ from minitorch_accum.optim.lr_scheduler import LRScheduler
 from minitorch_accum.train.metrics import METRICS
 from minitorch_accum.train.progress import PROGRESS_MODES
 from minitorch_accum.train.setting_kinds import Choice, Flag, Integer, Kind, Number, Optional, Value
+from minitorch_accum.train.training_trace import trace_file_name
 
 __all__ = ["OPTIMIZERS", "SETTINGS", "TRAINING_COMMANDS", "LearnerConfig", "Setting", "add_options", "commanded",
            "for_learner", "read_options", "setting"]
@@ -108,6 +109,14 @@ def _scheduler(name: str, value: Any) -> Any:
     return value
 
 
+def _png_name(name: str, value: Any) -> Path | None:
+    if value is None:
+        return None
+    if not isinstance(value, str | Path) or Path(value).suffix.lower() != ".png":
+        raise ValueError(f"{name} must be a file name ending in .png, got {value!r}")
+    return Path(value)
+
+
 _POSITIVE = Integer(1)
 _MAYBE_POSITIVE = Optional(_POSITIVE)
 
@@ -164,6 +173,15 @@ SETTINGS: tuple[Setting, ...] = (
             resume=True),
     Setting("progress", Choice(PROGRESS_MODES), "auto", "progress display (rank 0 only)", resume=True,
             flag="--progress"),
+    Setting("trace_out", Value(trace_file_name, "None or a file name ending in .json"), None,
+            "write a Chrome/Perfetto trace (Trace Event Format: open it in ui.perfetto.dev) of every window: "
+            "micro-batches, kernels and their path, the close, the step, memory; one file per rank under "
+            "mpiexec (run.trace.rank1.json); explain also writes PyTorch's memory snapshot beside it",
+            resume=True, flag="--trace-out", commands=("train", "explain")),
+    Setting("figure", Value(_png_name, "None or a file name ending in .png"), None,
+            "draw the window's timeline (forward and backward of each micro-batch, the kernels writing the arena, "
+            "the array bytes alive, the close, the step) beside one batch of the same items, as a PNG",
+            target="command", resume=True, flag="--figure", commands=("explain",)),
     Setting("devices", Value(_devices, "a list of devices"), ("cpu",),
             "cpu or cuda[:N] (data-parallel: each rank its own GPU)", resume=True, flag="--device", cli_default="cpu"),
     Setting("allow_config_change", Flag(), False,

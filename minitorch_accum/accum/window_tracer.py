@@ -1,0 +1,125 @@
+"""What an Accumulator records in its trace: the spans of each window and every kernel in them.
+
+Per window (lanes of ``accum.trace.LANES``): ``micro-batch i`` (with ``acc.micro_batch()``), its
+``forward`` (from the micro-batch's start to its backward) and ``backward``; every kernel that
+wrote or read the arena, with its path; the ``close`` (the reduction over the ranks with each
+bucket's collective, the normalization); the window itself as ``ProfilerStep#N`` when
+``zero()`` starts the next one. The Learner adds its own spans (forward, the optimizer step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from minitorch_accum.accum.trace import COLLECTIVES, AccumulationTrace, KernelEvent, kernel_path_of
+
+__all__ = ["WindowTracer"]
+
+
+def _communicator_name(reducer: Any) -> str:
+    comm = getattr(reducer, "comm", None)
+    return "" if comm is None else type(comm).__name__.removesuffix("Communicator").lower() or "local"
+
+
+class WindowTracer:
+    """The recorder an Accumulator hands its store, and the spans it opens; ``path``: the
+    Chrome trace is written there at the end of every window."""
+
+    def __init__(self, trace: AccumulationTrace, accumulator: Any, path: str | os.PathLike | None = None) -> None:
+        self.trace = trace
+        self.accumulator = accumulator
+        self.path = None if path is None else Path(path)
+        device = accumulator.device()
+        self.device_kind = getattr(device, "kind", "cpu")
+        self.communicator = _communicator_name(accumulator.reducer)
+        self._micro_started: float | None = None
+        self._window_started: float | None = None
+        self._spans_before_window = len(trace.spans)
+        store = accumulator.store
+        trace.count("arena bytes", store.nbytes)
+        if trace.memory is not None:
+            trace.memory.device = self.device_kind
+            holders = (("gradient arena", getattr(store, "arena", None)),
+                       ("compensation arena", getattr(store, "compensation", None)))
+            for role, holder in holders:
+                for dtype, buffer in ({} if holder is None else holder.buffers).items():
+                    trace.memory.name_persistent(buffer, f"{role} ({dtype}, persistent)")
+            for name, param in accumulator.model.named_parameters():
+                trace.memory.name_persistent(param.data, f"parameter {name}")
+
+    # ------------------------------------------------------------------ the recorder
+    def __call__(self, param: str, kernel: str, elements: int, nbytes: int, seconds: float, *,
+                 materialized: bool, window_pass: bool, started: float | None = None) -> None:
+        acc = self.accumulator
+        started = time.perf_counter() - seconds if started is None else started
+        self._window_begins(started)
+        self.trace.record(KernelEvent(acc.window_index, -1 if window_pass else acc.micro_step, param, kernel,
+                                      int(elements), int(nbytes), seconds, materialized, self.trace.clock(started),
+                                      kernel_path_of(kernel, self.device_kind, self.communicator)))
+
+    def _window_begins(self, at: float) -> None:
+        if self._window_started is None:
+            self._window_started = at
+
+    # ------------------------------------------------------------------------ spans
+    def _span(self, name: str, lane: str, **args: Any) -> contextlib.AbstractContextManager:
+        return self.trace.span(name, lane, window=self.accumulator.window_index, **args)
+
+    @contextlib.contextmanager
+    def micro_batch(self) -> Iterator[None]:
+        index = self.accumulator.micro_step
+        self._micro_started = time.perf_counter()
+        self._window_begins(self._micro_started)
+        try:
+            with self._span(f"micro-batch {index}", "micro-batches", micro_batch=index):
+                self.trace.set_phase("forward")
+                yield
+        finally:
+            self._micro_started = None
+            self.trace.set_phase("")
+
+    @contextlib.contextmanager
+    def backward(self) -> Iterator[None]:
+        acc = self.accumulator
+        now = time.perf_counter()
+        self._window_begins(now)
+        self.trace.set_phase("")
+        if self._micro_started is not None:  # the forward ran inside acc.micro_batch(), before this
+            self.trace.add_span("forward", "micro-batches", self._micro_started, now, window=acc.window_index,
+                                micro_batch=acc.micro_step)
+        with self._span("backward", "micro-batches", started=now, micro_batch=acc.micro_step):
+            yield
+
+    def close(self) -> contextlib.AbstractContextManager:
+        return self._span("close", "window", micro_batches=self.accumulator.micro_step)
+
+    @contextlib.contextmanager
+    def reduction(self) -> Iterator[None]:
+        first, started = len(self.trace.events), time.perf_counter()
+        with self._span("reduce over ranks", "window", communicator=self.communicator):
+            yield
+        collectives = [e for e in self.trace.events[first:] if e.kernel in COLLECTIVES]
+        if collectives:
+            self.trace.lay_out_collectives(first, started)
+
+    def normalization(self, reduction: str) -> contextlib.AbstractContextManager:
+        return self._span("normalization", "window", reduction=reduction)
+
+    def window_ended(self, micro_batches: int, items: int) -> None:
+        """``zero()``: the window that ends now becomes one ``ProfilerStep#N`` span."""
+        started, self._window_started = self._window_started, None
+        spans = self.trace.spans[self._spans_before_window:]
+        if started is not None:
+            # the window began with the first thing recorded in it (the Learner's forward, say)
+            started = min([started, *(self.trace.origin + span.start for span in spans)])
+            acc = self.accumulator
+            self.trace.add_span(f"ProfilerStep#{acc.window_index}", "window", started, window=acc.window_index,
+                                micro_batches=micro_batches, items=items, k=acc.steps)
+        self._spans_before_window = len(self.trace.spans)
+        if self.path is not None:
+            self.trace.save_chrome(self.path)

@@ -1,0 +1,95 @@
+"""``maccum precision``: how the error of the window gradient grows with k, for each dtype.
+
+The model's micro-batch gradients (float64, at fixed parameters, as within one window) are
+accumulated the five ways of ``accum/precision.py`` and compared with their exact sum; the
+command prints the table of relative errors and writes it as JSON and as a log-log figure with
+the sqrt(k) * eps and k * eps guide lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from minitorch_accum.accum.precision import PrecisionStudy, accumulation_errors, default_ks, micro_batch_gradients
+from minitorch_accum.backend import manual_seed
+from minitorch_accum.cli.tasks import load_task
+from minitorch_accum.data import DataLoader
+from minitorch_accum.train.setting_kinds import positive_int
+
+__all__ = ["MODELS", "add_precision_parser", "parse_ks", "precision_command", "run_precision_study"]
+
+#: ``--model``: the task whose model and data give the gradients
+MODELS = {"mlp": "digits", "chars": "chars"}
+
+
+def parse_ks(text: str) -> list[int]:
+    """``1,2,4,...,1024`` (``...`` continues the doubling), or plain comma-separated k."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    ks: list[int] = []
+    for index, part in enumerate(parts):
+        if part == "...":
+            if not ks or index + 1 >= len(parts):
+                raise argparse.ArgumentTypeError("'...' needs a k before and after it: 1,2,4,...,1024")
+            last = int(positive_int(parts[index + 1]))
+            k = ks[-1] * 2
+            while k < last:
+                ks.append(k)
+                k *= 2
+            continue
+        try:
+            ks.append(positive_int(part))
+        except argparse.ArgumentTypeError as error:
+            raise argparse.ArgumentTypeError(f"--k: {part!r}: {error}") from None
+    if not ks:
+        raise argparse.ArgumentTypeError("--k needs at least one k")
+    return sorted(set(ks))
+
+
+def add_precision_parser(sub: Any, formatter: Any) -> None:
+    """The ``precision`` command's options."""
+    help_text = "how accumulation error grows with k: bf16, bf16 into float32, float32, compensated, float64"
+    parser = sub.add_parser("precision", help=help_text, description=help_text, formatter_class=formatter)
+    parser.add_argument("--k", type=parse_ks, default=default_ks(), metavar="K,K,...",
+                        help="window sizes to measure, e.g. 1,2,4,...,1024 (default: powers of 2 up to 1024)")
+    parser.add_argument("--model", choices=tuple(MODELS), default="mlp",
+                        help="mlp: the digits MLP; chars: the character transformer (slower)")
+    parser.add_argument("--micro-batch", type=positive_int, default=8, help="items (rows) per micro-batch")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the model and of the data order")
+    parser.add_argument("--out", default="runs/precision", help="directory for precision.json and precision.png")
+
+
+def run_precision_study(model: str, ks: list[int], micro_batch: int, seed: int = 0) -> PrecisionStudy:
+    """The study for the model of ``--model`` (its data, a float64 copy of its initial weights)."""
+    manual_seed(seed)
+    task = load_task(MODELS[model], dtype="float64")
+    loader = DataLoader(task.train, micro_batch, shuffle=True, seed=seed)
+    batches = (loader.batch(epoch, index) for epoch in itertools.count() for index in range(len(loader)))
+    study = accumulation_errors(micro_batch_gradients(task.model, batches), ks)
+    study.about = {"model": model, "task": task.description, "micro_batch": micro_batch, "seed": seed,
+                   "parameters": sum(p.size for p in task.model.parameters())}
+    return study
+
+
+def precision_command(args: argparse.Namespace) -> int:
+    study = run_precision_study(args.model, args.k, args.micro_batch, args.seed)
+    print(f"accumulated window gradient against the exact sum of the same micro-batch gradients, as k grows\n"
+          f"model: {study.about['task']}; micro-batches of {args.micro_batch}; "
+          f"{study.about['parameters']:,} gradient entries; ||acc - exact|| / ||exact||\n")
+    print(study.table())
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "precision.json").write_text(json.dumps(study.as_dict(), indent=2))
+    from minitorch_accum.cli.precision_figure import save_precision_figure  # matplotlib only here
+
+    figure = save_precision_figure(study, out / "precision.png")
+    last = study.ks[-1]
+    plain, compensated = study.row("float32").errors[last], study.row("float32 compensated (Neumaier)").errors[last]
+    if compensated > 0:
+        print(f"\nat k={last}: compensated float32 is {plain / compensated:.0f}x closer than plain float32; "
+              "a bfloat16 buffer loses what float32 keeps, and casting bf16 gradients into float32 keeps it")
+    print(f"wrote {out / 'precision.json'} and {figure}")
+    return 0

@@ -1,0 +1,64 @@
+"""The trace of a training run (``LearnerBuilder.trace(path)``, ``maccum train --trace-out``).
+
+Opened when ``fit`` starts and written when it ends (also when it is interrupted): the
+Accumulator's windows, micro-batches and kernels, the Learner's forward passes and optimizer
+steps, the arena's bytes and the array bytes alive as counter tracks. Under mpiexec each rank
+writes its own file (``run.trace.rank1.json``), on a time base the ranks agree on at the start,
+with ``distributedInfo`` for Holistic Trace Analysis.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from minitorch_accum.accum import AccumulationTrace, Accumulator
+from minitorch_accum.accum.chrome_trace import rank_trace_path, write_chrome_trace
+from minitorch_accum.distributed import Communicator
+
+__all__ = ["TrainingTrace", "trace_file_name"]
+
+
+def trace_file_name(name: str, value: Any) -> Path | None:
+    """The check of the ``trace_out`` setting: None, or a path ending in ``.json`` (the name
+    Perfetto, chrome://tracing and Holistic Trace Analysis all read)."""
+    if value is None:
+        return None
+    if not isinstance(value, str | os.PathLike) or not str(value).strip():
+        raise ValueError(f"{name} must be a file name ending in .json, got {value!r}")
+    path = Path(value)
+    if path.suffix != ".json":
+        raise ValueError(f"{name} must end in .json (the Trace Event Format file Perfetto and HTA read), "
+                         f"got {str(value)!r}")
+    return path
+
+
+class TrainingTrace:
+    """A context manager around ``fit``: attaches a trace to the accumulator while open and
+    writes it (this rank's file) when closed; ``written`` is the path."""
+
+    def __init__(self, path: str | os.PathLike, accumulator: Accumulator, comm: Communicator) -> None:
+        self.accumulator = accumulator
+        self.trace = AccumulationTrace(memory="counter", rank=comm.rank, world_size=comm.world_size)
+        self.path = rank_trace_path(path, comm.rank, comm.world_size)
+        # rank 0's origin is every rank's time zero, so the ranks' files line up
+        self.base = float(comm.allreduce_scalars([self.trace.wall_origin if comm.rank == 0 else 0.0],
+                                                 np.float64)[0])
+        self.written: Path | None = None
+        self._previous: AccumulationTrace | None = None
+
+    def __enter__(self) -> TrainingTrace:
+        self._previous = self.accumulator.trace
+        self.accumulator.trace = self.trace
+        assert self.trace.memory is not None
+        self.trace.memory.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.trace.memory is not None
+        self.trace.memory.__exit__(*exc)
+        self.accumulator.trace = self._previous
+        self.written = write_chrome_trace([self.trace], self.path, base=self.base)

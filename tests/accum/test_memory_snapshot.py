@@ -1,0 +1,146 @@
+"""A window's array allocations as a PyTorch memory snapshot: the allocator's events as
+recorded, in the format of torch.cuda.memory._snapshot(), read by PyTorch's own _memory_viz."""
+
+from __future__ import annotations
+
+import pickle
+import pickletools
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minitorch_accum.accum import AccumulationTrace, Accumulator
+from minitorch_accum.accum.memory import ArrayAllocationWatch, array_tracking_available
+from minitorch_accum.accum.memory_snapshot import memory_snapshot, save_memory_snapshot
+from minitorch_accum.optim import SGD
+from tests.accum.helpers import data, mlp, summed_loss
+
+pytestmark = pytest.mark.skipif(not array_tracking_available(), reason="this NumPy has no data-memory handlers")
+
+# the opcodes the viewer's own unpickler (torch/utils/viz/MemoryViz.js) reads; nothing else may appear
+VIEWER_OPCODES = {"PROTO", "FRAME", "STOP", "MARK", "MEMOIZE", "BINPUT", "LONG_BINPUT", "BINGET", "LONG_BINGET",
+                  "EMPTY_DICT", "DICT", "SETITEM", "SETITEMS", "EMPTY_LIST", "LIST", "APPEND", "APPENDS",
+                  "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "BININT", "BININT1", "BININT2", "LONG1",
+                  "BINFLOAT", "SHORT_BINUNICODE", "BINUNICODE", "NONE", "NEWTRUE", "NEWFALSE"}
+
+
+def recorded_window(k: int, rows: int, label: str) -> AccumulationTrace:
+    model = mlp("float64", hidden=32)
+    x, y = data(n=k * rows)
+    trace = AccumulationTrace(memory="frames", name=label)
+    acc = Accumulator(model, steps=k, trace=trace)
+
+    def micro_batch(i: int) -> None:
+        with acc.micro_batch():
+            acc.backward(summed_loss(model, x[i * rows:(i + 1) * rows], y[i * rows:(i + 1) * rows], "float64"),
+                         num_items=rows)
+
+    optimizer = SGD(lr=0.1, momentum=0.9)
+    with trace.recording_memory():
+        for i in range(k):
+            micro_batch(i)
+        with trace.span("optimizer step", "window"):
+            optimizer.step(model, acc)  # the momentum buffers stay: alive at the end
+        acc.zero()
+    return trace
+
+
+def test_the_watch_reports_each_array_allocated_inside_and_its_free() -> None:
+    before = np.ones(1000)
+    seen: list[tuple[int, int]] = []
+    with ArrayAllocationWatch(lambda address, nbytes: seen.append((address, nbytes))) as watch:
+        made = np.ones(3000)
+        address = made.__array_interface__["data"][0]
+        del made
+        del before  # allocated before the watch: not its business
+        kept = np.zeros(500)
+    assert watch.active
+    assert (address, 3000 * 8) in seen and (address, -3000 * 8) in seen
+    assert (kept.__array_interface__["data"][0], 500 * 8) in seen
+    assert all(abs(n) != 1000 * 8 for _, n in seen)
+    assert sum(n for _, n in seen) == 500 * 8
+
+
+def test_the_snapshot_holds_every_event_with_frames_naming_the_op() -> None:
+    trace = recorded_window(4, 8, "4 x 8")
+    snapshot = memory_snapshot([trace.memory], labels=["4 x 8"])
+    events = snapshot["device_traces"][0]
+    allocs = [e for e in events if e["action"] == "alloc"]
+    frees = [e for e in events if e["action"] == "free_completed"]
+    made = [e for e in trace.memory.events if e[2] > 0]
+    assert len(allocs) == len(made) + len(trace.memory.persistent)
+    assert {e["addr"] for e in events if e["action"] == "segment_alloc"} == {e["addr"] for e in allocs}
+    # what the window made and did not free is alive at the end: the snapshot's segments, one block each
+    alive: dict[int, int] = {}
+    for e in events:  # in order: an address freed may be handed out again
+        if e["action"] == "alloc":
+            assert e["addr"] not in alive
+            alive[e["addr"]] = e["size"]
+        elif e["action"] == "free_completed":
+            assert alive.pop(e["addr"]) == e["size"]
+    assert len(frees) == len(allocs) - len(alive)
+    assert {s["address"]: s["total_size"] for s in snapshot["segments"]} == alive
+    for segment in snapshot["segments"]:
+        block, = segment["blocks"]
+        assert block["state"] == "active_allocated" and block["size"] == segment["allocated_size"]
+    names = [frame["name"] for e in allocs for frame in e["frames"]]
+    assert any(name.endswith(".forward") for name in names) and any(name.endswith(".backward") for name in names)
+    places = {e["frames"][-1]["name"] for e in allocs}
+    assert {"4 x 8 / micro-batch 0 / forward", "4 x 8 / micro-batch 3 / backward"} <= places
+    assert any(p.startswith("4 x 8 / gradient arena") for p in places)
+    kept = {s["blocks"][0]["frames"][-1]["name"] for s in snapshot["segments"]}
+    assert "4 x 8 / optimizer step" in kept  # SGD's momentum, made at the first step
+
+
+def test_two_recordings_follow_each_other_and_the_first_ends_empty() -> None:
+    window, batch = recorded_window(4, 4, "4 x 4"), recorded_window(1, 16, "1 x 16")
+    snapshot = memory_snapshot([window.memory, batch.memory], labels=["4 x 4", "1 x 16"])
+    events = snapshot["device_traces"][0]
+    first_of_batch = next(i for i, e in enumerate(events) if e["frames"][-1]["name"].startswith("1 x 16"))
+    level = 0
+    for e in events[:first_of_batch]:
+        level += e["size"] if e["action"] == "alloc" else -e["size"] if e["action"] == "free_completed" else 0
+    assert level == 0
+    assert all(s["blocks"][0]["frames"][-1]["name"].startswith("1 x 16") for s in snapshot["segments"])
+    with pytest.raises(ValueError, match="memory='frames'"):
+        memory_snapshot([AccumulationTrace(memory="counter").memory])
+
+
+def test_the_file_is_a_pickle_the_browser_viewer_can_read(tmp_path: Path) -> None:
+    path = save_memory_snapshot(memory_snapshot([recorded_window(2, 4, "2 x 4").memory]), tmp_path / "s.pickle")
+    raw = path.read_bytes()
+    opcodes = {op.name for op, _, _ in pickletools.genops(raw)}
+    assert opcodes <= VIEWER_OPCODES, opcodes - VIEWER_OPCODES
+    assert pickle.loads(raw)["device_traces"][0]
+
+
+@pytest.mark.oracle
+def test_pytorch_memory_viz_reads_the_snapshot(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    trace = recorded_window(4, 8, "4 x 8")
+    snapshot = memory_snapshot([trace.memory], labels=["4 x 8"])
+    path = save_memory_snapshot(snapshot, tmp_path / "window.pickle")
+
+    def memory_viz(action: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", action, str(path)],
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    from torch.cuda._memory_viz import Bytes  # PyTorch's own formatting of sizes
+
+    events = snapshot["device_traces"][0]
+    listing = memory_viz("trace")
+    assert f"{len(events)} entries" in listing
+    allocated = [e for e in events if e["action"] == "alloc"]
+    assert listing.count(" = cudaMalloc(") == len(allocated)
+    biggest = max(allocated, key=lambda e: e["size"])
+    assert f"cudaMalloc({biggest['addr']}, {Bytes(biggest['size'])})" in listing
+    alive = sum(s["total_size"] for s in snapshot["segments"])
+    assert alive > 0
+    stats = memory_viz("stats")  # segsum
+    assert f"segments: {len(snapshot['segments'])}" in stats
+    assert f"total_allocated: {Bytes(alive)}" in stats and f"total_reserved: {Bytes(alive)}" in stats

@@ -1,0 +1,82 @@
+"""``maccum explain --trace-out --figure``: the window in Perfetto, in PyTorch's memory viewer and
+as a figure of k spans beside one; the header says which kernel path ran."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from minitorch_accum import kernels
+from minitorch_accum.cli import main
+from minitorch_accum.cli.explain_views import record_window
+from minitorch_accum.cli.main import build_parser
+from minitorch_accum.cli.window_figure import window_figure
+from minitorch_accum.distributed import LocalCommunicator
+from minitorch_accum.train.settings import read_options
+from tests.trace_events import check_trace_event_format, complete
+
+K, B = 3, 8
+
+
+def explain_values(*extra: str) -> dict:
+    return read_options(build_parser().parse_args(["explain", "--accum", str(K), "--micro-batch", str(B), *extra]),
+                        "explain")
+
+
+def test_explain_writes_the_trace_the_snapshot_and_the_figure(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    trace_out, figure = tmp_path / "w.json", tmp_path / "w.png"
+    assert main(["explain", "--accum", str(K), "--micro-batch", str(B), "--trace-out", str(trace_out),
+                 "--figure", str(figure)]) == 0
+    out = capsys.readouterr().out
+    assert "kernels ran on: native (copy_scale, add_scale), blas (gemm-beta0, gemm-beta1)" in out
+    snapshot = tmp_path / "w.snapshot.pickle"
+    for path in (trace_out, snapshot, figure):
+        assert f"wrote {path}" in out
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    record = json.loads(trace_out.read_text())
+    events = check_trace_event_format(record)
+    # the window, then one batch of the same items: one iteration each
+    assert [e["name"] for e in complete(events, cat="window") if e["name"].startswith("ProfilerStep")] == [
+        "ProfilerStep#0", "ProfilerStep#1"]
+    assert len(complete(events, "forward")) == K + 1 and len(complete(events, "optimizer step")) == 2
+    assert record["otherData"]["recordings"] == [f"{K} x {B}", f"1 x {K * B}"]
+    lanes = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert f"{K} x {B}: micro-batches" in lanes and f"1 x {K * B}: arena writes" in lanes
+    loaded = pickle.loads(snapshot.read_bytes())
+    assert loaded["device_traces"][0] and loaded["segments"]
+
+
+def test_the_header_names_the_path_mta_kernels_chose(capsys: pytest.CaptureFixture) -> None:
+    with kernels.use_path("reference"):
+        assert main(["explain", "--accum", "2", "--micro-batch", "4", "--fusion", "leaf"]) == 0
+    out = capsys.readouterr().out
+    assert "kernels ran on: reference (copy_scale, add_scale)" in out and "native (" not in out
+
+
+def test_the_figure_shows_k_micro_batches_beside_one() -> None:
+    comm = LocalCommunicator()
+    values = explain_values()
+    traces = [record_window(values, K, B, comm, f"{K} x {B}"), record_window(values, 1, K * B, comm, "1 x 24")]
+    figure = window_figure(traces)
+    timelines = [ax for ax in figure.axes if ax.get_title()]
+    assert [ax.get_title() for ax in timelines] == [f"{K} x {B}: {K} micro-batches", "1 x 24: 1 micro-batch"]
+    for ax, k in zip(timelines, (K, 1), strict=True):
+        bars = {c.get_label(): len(c.get_paths()) for c in ax.collections}
+        assert bars["forward"] == bars["backward"] == k
+        assert bars["optimizer step"] == bars["close"] == 1
+        assert bars["GEMM-fused write"] == 2 * k  # two weights per micro-batch
+    memory = [ax for ax in figure.axes if not ax.get_title()]
+    curves = [line for line in memory[0].get_lines() if line.get_label().startswith("array bytes alive")]
+    assert curves and max(curves[0].get_ydata()) > 0
+
+
+def test_trace_and_figure_names_are_checked_before_anything_runs(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    assert main(["explain", "--trace-out", str(tmp_path / "w.txt")]) == 2
+    assert "--trace-out must end in .json" in capsys.readouterr().err
+    assert main(["explain", "--figure", str(tmp_path / "w.svg")]) == 2
+    assert "--figure must be a file name ending in .png" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

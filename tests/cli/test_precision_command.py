@@ -1,0 +1,43 @@
+"""``maccum precision``: the table, the JSON and the log-log figure of error against k."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from minitorch_accum.accum.precision import INPUT_ROUNDING, ROWS
+from minitorch_accum.cli import main
+from minitorch_accum.cli.precision_command import parse_ks
+
+
+def test_k_lists_double_through_an_ellipsis() -> None:
+    assert parse_ks("1,2,4,...,64") == [1, 2, 4, 8, 16, 32, 64]
+    assert parse_ks("3, 1,5") == [1, 3, 5]
+    for bad in ("0,2", "1,...", "two", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_ks(bad)
+
+
+def test_precision_prints_the_table_and_writes_json_and_a_figure(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    assert main(["precision", "--k", "1,2,...,16", "--micro-batch", "4", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for name, _, _ in ROWS:
+        assert name in out
+    assert "k=16" in out and "wrote" in out
+    record = json.loads((tmp_path / "precision.json").read_text())
+    assert record["ks"] == [1, 2, 4, 8, 16] and record["model"] == "mlp" and record["micro_batch"] == 4
+    rows = {r["name"]: r for r in record["rows"]}
+    assert set(rows) == {name for name, _, _ in ROWS} | {INPUT_ROUNDING}
+    assert rows["float64"]["eps"] == pytest.approx(2.0**-52) and rows["bf16 -> bf16"]["eps"] == 2.0**-7
+    assert all(0 <= e < 1e-14 for e in rows["float64"]["errors"].values())
+    assert (tmp_path / "precision.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_bad_k_is_an_argparse_error(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        main(["precision", "--k", "1,0"])
+    assert "--k" in capsys.readouterr().err
