@@ -18,6 +18,7 @@ process's pid and a random token, so concurrent runs never collide.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -63,8 +64,9 @@ def _delete_namespace(namespace: str) -> None:
     shutil.rmtree(NETNS_ETC / namespace, ignore_errors=True)
 
 
+@functools.cache
 def missing_requirement() -> str | None:
-    """Why namespaces cannot be made here (one line), or None."""
+    """Why namespaces cannot be made here (one line), or None (found out once per process)."""
     if os.geteuid() != 0:
         return f"needs root to make network namespaces (running as uid {os.geteuid()})"
     for tool in ("ip", "unshare", "mount", "hostname"):
