@@ -2,15 +2,9 @@
 
 The line is the README's (``mpiexec -n R -ppn P -hosts h1,h2 python -m mpi4py -m
 minitorch_accum.cli train ...``), typed on host h1 in its home directory through ``netns-ssh``
-as a user types it after ``ssh h1``. Around it, only the environment a user sets:
-
-- ``PATH`` with the virtual environment's ``bin`` first (the venv activated), ``PYTHONPATH`` with
-  this checkout (the tests run the checkout, not an installed copy);
-- ``HYDRA_LAUNCHER=ssh HYDRA_LAUNCHER_EXEC=<cluster>/netns-ssh``: Hydra's own ssh launcher, with the
-  namespace-entering stand-in for ssh (the command line stays the README's);
-- ``UCX_TLS=tcp,self UCX_NET_DEVICES=eth0``: MPICH's default netmod (UCX) sees the namespaces as one
-  machine and would move the bytes through shared memory; this makes it use TCP over eth0, as between
-  real hosts. ``UCX_LOG_LEVEL=info UCX_LOG_FILE=stderr`` makes each rank print the transports it chose.
+as a user types it after ``ssh h1``, with only the environment a user sets around it
+(``NetnsCluster.mpi_environment``: the venv on PATH, the checkout on PYTHONPATH, Hydra's ssh
+launcher with netns-ssh as its ssh, UCX on TCP over eth0).
 """
 
 from __future__ import annotations
@@ -42,16 +36,6 @@ def readme_line(hosts: str, ranks: int, per_host: int, arguments: list[str]) -> 
     return shlex.join(words)
 
 
-def _environment(cluster: NetnsCluster) -> str:
-    mpiexec()  # skips the test without the dist extra
-    bin_dir = Path(sys.executable).parent
-    variables = {"PATH": f"{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                 "PYTHONPATH": str(REPOSITORY),
-                 "HYDRA_LAUNCHER": "ssh", "HYDRA_LAUNCHER_EXEC": str(cluster.ssh),
-                 "UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "eth0", "UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}
-    return "export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in variables.items())
-
-
 class Job:
     """One launch of a line on a host of the cluster; stdout and stderr go to files in ``logs``."""
 
@@ -59,8 +43,8 @@ class Job:
         self.line = line
         logs.mkdir(parents=True, exist_ok=True)
         self.stdout_path, self.stderr_path = logs / "stdout.txt", logs / "stderr.txt"
-        command = cluster.command(on, f"cd {shlex.quote(str(cluster.workdir))} && {_environment(cluster)} && "
-                                      f"exec {line}")
+        mpiexec()  # skips the test without the dist extra
+        command = cluster.login_command(on, line, cluster.mpi_environment(Path(sys.executable), REPOSITORY))
         with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
             self.process = subprocess.Popen(command, stdout=out, stderr=err)
         self.started = time.monotonic()

@@ -22,6 +22,7 @@ import functools
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -174,6 +175,23 @@ class NetnsCluster:
     def command(self, host: str, line: str) -> list[str]:
         """``ssh host line``, as argv."""
         return [str(self.ssh), host, line]
+
+    def mpi_environment(self, python: Path, pythonpath: Path) -> dict[str, str]:
+        """What a user sets on the launching host before typing the multi-host line:
+        ``PATH`` with the virtual environment's bin first (activated), ``PYTHONPATH`` (a checkout rather
+        than an installed copy), Hydra's ssh launcher with ``netns-ssh`` as its ssh, and UCX (MPICH's
+        default netmod) on TCP over eth0: it sees the namespaces as one machine (one kernel, one boot
+        id) and would move the bytes through shared memory instead. ``UCX_LOG_LEVEL=info`` (to stderr)
+        makes each rank say which transports it chose."""
+        return {"PATH": f"{python.parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "PYTHONPATH": str(pythonpath), "HYDRA_LAUNCHER": "ssh", "HYDRA_LAUNCHER_EXEC": str(self.ssh),
+                "UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "eth0", "UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}
+
+    def login_command(self, host: str, line: str, environment: dict[str, str]) -> list[str]:
+        """``ssh host 'cd <home> && export ... && exec line'``: ``line`` run on ``host`` in its home
+        directory with ``environment``, as argv (its process becomes the line's: ``exec`` all the way)."""
+        exports = " ".join(f"{name}={shlex.quote(value)}" for name, value in environment.items())
+        return self.command(host, f"cd {shlex.quote(str(self.workdir))} && export {exports} && exec {line}")
 
     def pids(self, host: str) -> list[int]:
         """Every process running on ``host``."""
