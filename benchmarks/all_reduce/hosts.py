@@ -36,7 +36,7 @@ def check_hosts_possible() -> None:
 
     reason = missing_requirement()
     if reason is not None:
-        raise ValueError(f"--hosts {reason}")
+        raise ValueError(f"--hosts: {reason}")
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ does), and without MPI for the pieces: the comparison, the run's description (se
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -79,3 +80,24 @@ def test_the_data_description_changes_with_one_item_and_with_the_order() -> None
     other_order = data_description(DataLoader(ArrayDataset(x, y), 4, seed=1))
     assert other_order["data.order (epoch 0)"] != base["data.order (epoch 0)"]
     assert other_order["data.content"] == base["data.content"]
+
+
+def test_every_learner_setting_but_the_per_rank_ones_is_compared(tmp_path: Path) -> None:
+    from minitorch_accum import optim
+    from minitorch_accum.train import LearnerBuilder
+    from minitorch_accum.train.run_agreement import describe_run, settings_description
+    from minitorch_accum.train.settings import SETTINGS
+    from tests.distributed.rank_programs import classification_data, mlp
+
+    learner = LearnerBuilder(tmp_path).grads_accumulation(3).build(mlp(), optim.AdamW(lr=0.01))
+    loader = DataLoader(classification_data(), 4, seed=3)
+    described = settings_description(learner, loader, resume=True)
+    for row in SETTINGS:
+        if row.target == "learner":
+            compared = any(name == row.name or name.startswith(f"{row.name}.") for name in described)
+            assert compared != row.per_rank, row.name  # a new row is compared unless it says otherwise
+    assert described["resume"] is True
+    assert described["optimizer.type"] == "AdamW" and described["micro_batch"] == 4
+    whole = describe_run(learner, loader, resume=False)
+    assert whole["model.parameters"][0] == ["module.0.weight", [6, 16], "float64"]
+    assert json.loads(json.dumps(whole)) == whole  # what the ranks exchange is plain JSON

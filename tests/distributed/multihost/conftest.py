@@ -18,7 +18,7 @@ def cluster(tmp_path: Path) -> Iterator[NetnsCluster]:
     whatever its outcome; namespaces that a killed earlier run left are removed first."""
     reason = missing_requirement()
     if reason is not None:
-        pytest.skip(f"multi-host tests {reason}")
+        pytest.skip(f"multi-host tests skipped: {reason}")
     stale = remove_stale()
     if stale:
         REPORT.append(f"removed {len(stale)} stale namespace(s) of an earlier run: {', '.join(stale)}")

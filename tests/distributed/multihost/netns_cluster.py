@@ -69,10 +69,10 @@ def _delete_namespace(namespace: str) -> None:
 def missing_requirement() -> str | None:
     """Why namespaces cannot be made here (one line), or None (found out once per process)."""
     if os.geteuid() != 0:
-        return f"needs root to make network namespaces (running as uid {os.geteuid()})"
+        return f"network namespaces need root (running as uid {os.geteuid()})"
     for tool in ("ip", "unshare", "mount", "hostname"):
         if shutil.which(tool) is None:
-            return f"needs {tool!r} (iproute2 / util-linux) on PATH to make network namespaces"
+            return f"network namespaces need {tool!r} (iproute2, util-linux) on PATH"
     probe = f"{PREFIX}-{os.getpid()}-probe{secrets.token_hex(2)}"
     made = _ip("netns", "add", probe, check=False)
     if made.returncode != 0:

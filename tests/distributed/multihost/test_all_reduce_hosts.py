@@ -24,7 +24,7 @@ def test_the_benchmark_over_two_namespace_hosts_records_the_link_and_each_bucket
     mpiexec()  # skips without the dist extra
     reason = missing_requirement()
     if reason is not None:
-        pytest.skip(f"multi-host tests {reason}")
+        pytest.skip(f"multi-host tests skipped: {reason}")
     settings = replace(hosts_quick_settings(), arena_elements=(1 << 12,), repeats=1, windows=1, rounds=1)
     payload, files = run_benchmark(ALL_REDUCE_HOSTS, settings, tmp_path, plot=False)
     assert files.json.name.startswith("all_reduce_hosts-")  # never replaces the one-machine figures

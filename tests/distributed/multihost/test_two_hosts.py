@@ -40,7 +40,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One process, windows of 8 micro-batches (4 ranks x k=2, 2 ranks x k=4), 2 epochs."""
     reason = missing_requirement()
     if reason is not None:
-        pytest.skip(f"multi-host tests {reason}")
+        pytest.skip(f"multi-host tests skipped: {reason}")
     out = tmp_path_factory.mktemp("one-process") / "run"
     train_one_process(out, [*TRAIN, "--accum", "8", "--epochs", str(EPOCHS), "--checkpoint-every", "0"])
     return out / "final.safetensors"
@@ -51,8 +51,8 @@ def _train(*extra: str) -> list[str]:
 
 
 def _hosts_seen(stderr: str) -> list[str]:
-    """The host names in the ranks' UCX log lines (``[h2:1234:0] ...``)."""
-    return sorted(set(re.findall(r"\] \[(h\d+):\d+:\d+\]", stderr)))
+    """The host names in the ranks' UCX log lines (``[h2:12345:0] ...``; UCX pads the pid to 5 places)."""
+    return sorted(set(re.findall(r"\] \[(h\d+):\d+ *:\d+\]", stderr)))
 
 
 def _train_lines(run: Path) -> list[dict]:
