@@ -181,8 +181,8 @@ class Learner:
         Data-parallel, every rank first checks that all ranks mean the same run (settings, data,
         model: ``train/run_agreement.py``) and raises the same RanksDisagreeError otherwise."""
         with contextlib.ExitStack() as hold:
-            # from the start: a signal during the start-up is acted on at the first safe point too
-            hold.enter_context(self._stop.installed())
+            if self.world_size > 1:  # a signal to one rank during the start-up stops every rank at the first window
+                hold.enter_context(self._stop.installed())
             failure: Exception | None = None
             if self.is_main:  # rank 0 alone owns the directory
                 try:
@@ -228,15 +228,16 @@ class Learner:
             progress.message(note)
         self._position = (start_epoch, start_batch)
         try:
-            if resume and not self.validated and valid_loader is not None:
-                self._validate(start_epoch - 1, valid_loader, log, progress)  # the kill came before it
-            for epoch in range(start_epoch, config.num_epochs):
-                self._train_epoch(epoch, train_loader, start_batch if epoch == start_epoch else 0, log,
-                                  valid_loader is not None, progress)
-                if valid_loader is not None:
-                    self._validate(epoch, valid_loader, log, progress)
-                    if self._deferred_checkpoint is not None:
-                        self.checkpoints.save(*self._deferred_checkpoint)
+            with self._stop.installed():
+                if resume and not self.validated and valid_loader is not None:
+                    self._validate(start_epoch - 1, valid_loader, log, progress)  # the kill came before it
+                for epoch in range(start_epoch, config.num_epochs):
+                    self._train_epoch(epoch, train_loader, start_batch if epoch == start_epoch else 0, log,
+                                      valid_loader is not None, progress)
+                    if valid_loader is not None:
+                        self._validate(epoch, valid_loader, log, progress)
+                        if self._deferred_checkpoint is not None:
+                            self.checkpoints.save(*self._deferred_checkpoint)
         finally:
             progress.stop()
         if self.is_main:
