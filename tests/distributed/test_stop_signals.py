@@ -1,10 +1,11 @@
 """SIGTERM or SIGINT sent to one rank (not to mpiexec) stops every rank at the same window end, with
 one checkpoint and one exit status (143, 130), in every trial: never a hang.
 
-Each trial launches ``maccum train`` on 2 ranks (digits, windows of 2 micro-batches of 128, a
-checkpoint every 3 steps, epochs enough never to finish), waits for the first optimizer step, sleeps a
-trial's own random delay (so the signal lands anywhere: in a micro-batch, a reduction, a periodic
-checkpoint, a validation) and signals rank 0 or rank 1. Before the fix, 3 of 23 such trials hung,
+Each trial launches ``maccum train`` on 2 ranks (the padded sentences: no scikit-learn to import,
+4 windows of 2 micro-batches of 8 per epoch, a validation after each, a checkpoint every 3 steps,
+epochs enough never to finish), waits for the first optimizer step, sleeps a trial's own random delay
+(so the signal lands anywhere: in a micro-batch, a reduction, a periodic checkpoint, a validation) and
+signals rank 0 or rank 1. Before the fix, 3 of 23 such trials hung,
 one rank inside the checkpoint's all-gather, the other in the next window's all-reduce: the rank that
 was signalled acted on its own signal, the other did not know of it yet.
 """
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.mpi
 
 TRIALS = 20
 HANG_SECONDS = 30  # a trial still running this long after its signal is a hang
-TRAIN = ["minitorch_accum.cli", "train", "--dataset", "digits", "--accum", "1", "--micro-batch", "128",
+TRAIN = ["minitorch_accum.cli", "train", "--dataset", "sequences", "--accum", "1", "--micro-batch", "8",
          "--epochs", "1000", "--checkpoint-every", "3", "--progress", "none"]
 STOPPED = re.compile(r"^\[(\d)\] maccum train: interrupted by signal (\d+) after optimizer step (\d+);")
 
