@@ -3,6 +3,8 @@ SETTINGS.json OUT.json``): the arena's all-reduce, a same-size copy, and optimiz
 
 All ranks time the same calls; the times of a collective are the slowest rank's (a
 barrier before each sample, the maximum over ranks after), which is what a step waits for.
+The last timed window's reduction is kept bucket by bucket as rank 0 saw it
+(``DataParallel.last``: each bucket's bytes, start and seconds).
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ def arena_reduction(comm: Any, elements: int, repeats: int) -> dict[str, Any]:
     return {"elements": elements, "bytes": arena.nbytes, "copy_seconds": copy, "allreduce_seconds": reduce}
 
 
-def step_time(comm: Any, settings: dict[str, Any], k: int, overlap: bool = False) -> list[float]:
-    """Seconds per optimizer step of an MLP with k micro-batches per rank (one window each step)."""
+def step_time(comm: Any, settings: dict[str, Any], k: int, overlap: bool = False) -> tuple[list[float], Any]:
+    """Seconds per optimizer step of an MLP with k micro-batches per rank (one window each step), and
+    the last window's reduction (``WindowReduction.as_dict()``; None on one rank)."""
     import minitorch_accum as mta
     from minitorch_accum import nn, optim
     from minitorch_accum.accum import Accumulator
@@ -68,7 +71,8 @@ def step_time(comm: Any, settings: dict[str, Any], k: int, overlap: bool = False
         opt.step(model, acc)
         acc.zero()
 
-    return _timed(comm, window, settings["windows"])
+    samples = _timed(comm, window, settings["windows"])
+    return samples, None if reducer is None else reducer.last.as_dict()
 
 
 def main(argv: list[str]) -> None:
@@ -82,9 +86,10 @@ def main(argv: list[str]) -> None:
         result["arenas"] = [arena_reduction(comm, n, settings["repeats"]) for n in settings["arena_elements"]]
     # one global batch: k micro-batches per rank at R ranks, R x k in one process
     result["k"] = settings["k"] * settings["ranks"] // comm.world_size
-    result["step_seconds"] = step_time(comm, settings, result["k"])
+    result["step_seconds"], result["window_reduction"] = step_time(comm, settings, result["k"])
     if comm.world_size > 1:
-        result["overlap_step_seconds"] = step_time(comm, settings, result["k"], overlap=True)
+        result["overlap_step_seconds"], result["overlap_window_reduction"] = step_time(
+            comm, settings, result["k"], overlap=True)
     if comm.rank == 0:
         with open(argv[1], "w") as handle:
             json.dump(result, handle)

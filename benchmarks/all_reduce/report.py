@@ -8,10 +8,28 @@ from typing import Any
 __all__ = ["format_table", "plot"]
 
 
+def _network_lines(payload: dict[str, Any]) -> list[str]:
+    network = payload.get("network") or {"hosts": 1}
+    if network["hosts"] == 1:
+        return []
+    return [f"over {network['hosts']} hosts ({', '.join(network['host_names'])}, {network['ranks_per_host']} rank(s) "
+            f"each), MPICH's {network['netmod']} netmod on {', '.join(network['transports']) or '?'}; "
+            f"the link: {network['link']}", ""]
+
+
+def _bucket_lines(record: dict[str, Any] | None, title: str) -> list[str]:
+    if not record:
+        return []
+    cells = [f"#{b['index']} {b['nbytes'] / 2**10:.0f} KiB {b['seconds'] * 1e3:.2f} ms"
+             + (" (started in backward)" if b["during_backward"] else "") for b in record["buckets"]]
+    return [f"{title}: {len(cells)} bucket(s), {record['bytes'] / 2**20:.2f} MiB in "
+            f"{record['seconds'] * 1e3:.2f} ms (facts {record['facts_seconds'] * 1e3:.2f} ms): " + "; ".join(cells)]
+
+
 def format_table(payload: dict[str, Any]) -> str:
     settings, step = payload["settings"], payload["step"]
     lines = [f"all-reduce of a float32 gradient arena over {settings['ranks']} ranks (MPI), against a copy of "
-             "the same bytes on one rank; times are the slowest rank's medians", "",
+             "the same bytes on one rank; times are the slowest rank's medians", "", *_network_lines(payload),
              f"{'elements':>10}  {'MiB':>7}  {'copy GB/s':>9}  {'allreduce GB/s':>14}  {'allreduce / copy time':>21}"]
     for a in payload["arenas"]:
         lines.append(f"{a['elements']:>10}  {a['bytes'] / 2**20:>7.2f}  {a['copy_gbps']:>9.2f}  "
@@ -22,6 +40,8 @@ def format_table(payload: dict[str, Any]) -> str:
               f"(speed-up {step['speedup']:.2f}x with {settings['threads_per_rank']} thread(s) per rank)",
               f"the same with each bucket's reduction started during the last backward (overlap): "
               f"{step['overlap_seconds'] * 1e3:.1f} ms ({step['overlap_over_plain']:.2f}x the time without)"]
+    lines += _bucket_lines(step.get("window_reduction"), "the last window's reduction on rank 0")
+    lines += _bucket_lines(step.get("overlap_window_reduction"), "with overlap")
     return "\n".join(lines)
 
 

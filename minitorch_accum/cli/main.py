@@ -104,11 +104,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return kernels_main(args.rest)
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
-        print(f"maccum {args.command}: error: {exc}", file=sys.stderr)
+        # one write: under mpiexec the lines of several ranks then never interleave
+        sys.stderr.write(f"maccum {args.command}: error: {exc}\n")
+        sys.stderr.flush()
+        from minitorch_accum.distributed.rank_agreement import RanksDisagreeError
+
+        if isinstance(exc, RanksDisagreeError):
+            exc.wait_for_every_rank()  # every rank says it before the first to exit ends the job
         return 2
     except TrainingInterrupted as stop:
         # a checkpoint was saved; the status is what a shell reports for the signal (130 Ctrl-C, 143 SIGTERM)
-        print(f"maccum {args.command}: {stop}", file=sys.stderr)
+        sys.stderr.write(f"maccum {args.command}: {stop}\n")
+        sys.stderr.flush()
+        stop.wait_for_every_rank()
         return stop.exit_status
     except KeyboardInterrupt:
         print(f"maccum {args.command}: interrupted", file=sys.stderr)

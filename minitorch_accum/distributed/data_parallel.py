@@ -19,7 +19,6 @@ Every rank ends with bit-identical sums, so every rank takes the same optimizer 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,24 +31,11 @@ from minitorch_accum.distributed.buckets import (
     plan_buckets,
 )
 from minitorch_accum.distributed.communicator import Communicator, Pending
+from minitorch_accum.distributed.reduction_record import BucketReduction, WindowReduction
 
 __all__ = ["DataParallel", "WindowReduction"]
 
 _FACTS = 4  # micro-batches, items, non-finite flag, stop request; then one entry per parameter
-
-
-@dataclass
-class WindowReduction:
-    """What the last window's reduction did, for ``maccum explain`` and the trace."""
-
-    buckets: list[tuple[int, int, float]] = field(default_factory=list)  # (index, bytes, seconds) per bucket
-    facts_seconds: float = 0.0
-    seconds: float = 0.0
-    started_during_backward: int = 0  # buckets an overlapped reduction started before the window closed
-
-    @property
-    def bytes(self) -> int:
-        return sum(nbytes for _, nbytes, _ in self.buckets)
 
 
 class DataParallel:
@@ -126,7 +112,7 @@ class DataParallel:
     def reduce(self, store: ArenaStore, micro_batches: int, items: int) -> tuple[int, int]:
         started = time.perf_counter()
         store.leaf_done = None
-        self.last = WindowReduction()
+        self.last = WindowReduction(started=started)
         if not self._zeroed:
             store.zero_unwritten()
         self._reduce_gradients(store)
@@ -147,10 +133,9 @@ class DataParallel:
         if self.overlap:
             self.last.started_during_backward = self._launched
             self._launch(store, only_ready=False)  # what backward did not start, in plan order
-            for bucket, pending, started in self._in_flight:
+            for position, (bucket, pending, started) in enumerate(self._in_flight):
                 pending.wait()
-                self.last.buckets.append((bucket.index, bucket.nbytes * (1 if store.compensation is None else 2),
-                                          time.perf_counter() - started))
+                self._record(store, bucket, started, during_backward=position < self.last.started_during_backward)
             self._in_flight, self._launched = [], 0
             return
         comp = store.compensation
@@ -161,8 +146,14 @@ class DataParallel:
             else:
                 self.comm.allreduce_pairs(bucket.of(store.arena.buffers), bucket.of(comp.buffers))
             store.arena.backend.synchronize()
-            nbytes = bucket.nbytes * (1 if comp is None else 2)
-            self.last.buckets.append((bucket.index, nbytes, time.perf_counter() - start))
+            self._record(store, bucket, start)
+
+    def _record(self, store: ArenaStore, bucket: Bucket, started: float, during_backward: bool = False) -> None:
+        """The bucket's call in ``last``: bytes this rank sent (sums and compensations) and its time."""
+        nbytes = bucket.nbytes * (1 if store.compensation is None else 2)
+        self.last.buckets.append(BucketReduction(bucket.index, self._collective_name, bucket.dtype.name, bucket.start,
+                                                 bucket.stop, nbytes, started, time.perf_counter() - started,
+                                                 during_backward))
 
     def finite_check(self, store: ArenaStore) -> bool:
         # every rank holds the same sums, flag and bounds: the same answer everywhere
@@ -177,14 +168,12 @@ class DataParallel:
     def _trace(self, store: ArenaStore) -> None:
         if store.recorder is None:
             return
-        plan = {b.index: b for b in self.buckets(store)}
         # the first collective also waits for the slowest rank to finish its micro-batches
         store.recorder("(window facts, wait)", "allreduce", 0, 0, self.last.facts_seconds, materialized=False,
                        window_pass=True)
-        for index, nbytes, seconds in self.last.buckets:
-            bucket = plan[index]
-            store.recorder(f"bucket {index} [{bucket.start}:{bucket.stop}]", self._collective_name, bucket.elements,
-                           nbytes, seconds, materialized=False, window_pass=True)
+        for bucket in self.last.buckets:
+            store.recorder(f"bucket {bucket.index} [{bucket.start}:{bucket.stop}]", bucket.collective,
+                           bucket.elements, bucket.nbytes, bucket.seconds, materialized=False, window_pass=True)
 
     _collective_name = "allreduce"
 

@@ -83,8 +83,7 @@ class ZeroRedundancy(DataParallel):
                 self.comm.reduce_scatter_pairs(buffer, comp.buffers[dtype], received, received_comp)
                 comp.buffers[dtype][lo:hi] = received_comp
             buffer[lo:hi] = received
-            nbytes = buffer.nbytes * (1 if comp is None else 2)
-            self.last.buckets.append((index, nbytes, time.perf_counter() - start_time))
+            self._record(store, Bucket(index, dtype, 0, int(buffer.size), tuple(store.arena.names)), start_time)
 
     def buckets(self, store: ArenaStore) -> list[Bucket]:
         """One bucket per flat buffer: ZeRO-1 reduce-scatters each buffer in one call."""

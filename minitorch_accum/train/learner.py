@@ -28,6 +28,7 @@ from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, LocalCommunicator, WindowShare, rank_windows
 from minitorch_accum.distributed.launch import make_communicator
 from minitorch_accum.distributed.parameter_sync import broadcast_parameters, parameters_agree
+from minitorch_accum.distributed.rank_agreement import check_ranks_agree
 from minitorch_accum.distributed.zero import ZeroRedundancy, ZeroRedundancyOptimizer
 from minitorch_accum.nn import Module
 from minitorch_accum.optim import Optimizer, clip_grad_norm
@@ -38,6 +39,7 @@ from minitorch_accum.train.memory_budget import plan_micro_batch
 from minitorch_accum.train.metrics import MetricsLog
 from minitorch_accum.train.progress import Progress, make_progress
 from minitorch_accum.train.resume import LearnerCheckpoints
+from minitorch_accum.train.run_agreement import describe_run
 from minitorch_accum.train.run_directory import RunDirectoryError, check_run_directory
 from minitorch_accum.train.run_lock import RunLock
 from minitorch_accum.train.settings import LearnerConfig
@@ -184,8 +186,13 @@ class Learner:
         it; a new run into a directory that already holds one is refused unless ``overwrite``
         (which removes only what this library wrote there). One run at a time holds the
         directory's lock. Ctrl-C or SIGTERM finishes the micro-batch (data-parallel: the
-        window), saves a checkpoint and raises TrainingInterrupted (a KeyboardInterrupt)."""
+        window), saves a checkpoint and raises TrainingInterrupted (a KeyboardInterrupt).
+
+        Data-parallel, every rank first checks that all ranks mean the same run (settings, data,
+        model: ``train/run_agreement.py``) and raises the same RanksDisagreeError otherwise."""
         with contextlib.ExitStack() as hold:
+            if self.world_size > 1:  # a signal to one rank during the start-up stops every rank at the first window
+                hold.enter_context(self._stop.installed())
             failure: Exception | None = None
             if self.is_main:  # rank 0 alone owns the directory
                 try:
@@ -205,6 +212,8 @@ class Learner:
             train_loader = self._plan_memory(train_loader)
         progress = make_progress(config.progress if self.is_main else "none", metrics=config.metrics)
         self.checkpoints.settings = self.checkpoints.record(train_loader)
+        if self.world_size > 1:  # before the first collective that ranks of different runs would not match
+            check_ranks_agree(self.comm, describe_run(self, train_loader, resume))
         notes: list[str] = []
         start_epoch, start_batch = 0, 0
         if resume:
@@ -275,8 +284,15 @@ class Learner:
             if self.data_parallel is not None:
                 self.data_parallel.stop_requested = self._stop.signal is not None
             self._optimizer_step(epoch, log, progress, ends_epoch=window is windows[-1] and validates)
-            if self._stop.signal is not None or (self.data_parallel is not None and self.data_parallel.stop_agreed):
+            if self._stop_due():
                 self._interrupt(epoch, window.stop, progress)
+
+    def _stop_due(self) -> bool:
+        """Whether to stop at this window's end. Data-parallel: only on a request in the window's
+        facts, which every rank holds; a signal that arrived later is in the next window's."""
+        if self.data_parallel is not None:
+            return self.data_parallel.stop_agreed
+        return self._stop.signal is not None
 
     def _micro_batch(self, batch: Any, closes_window: bool) -> None:
         self.step_model.train()
@@ -291,12 +307,13 @@ class Learner:
         self.window.add(out, time.perf_counter() - start, probe)
 
     def _interrupt(self, epoch: int, next_batch: int, progress: Progress) -> None:
+        # data-parallel, every rank is here at the same window end: one signal (and status) for all
+        signum = self._stop.agreed_signal(self.comm) if self.data_parallel is not None else self._stop.signal or 2
         saved_at, path = self.checkpoints.last_saved
         if saved_at != (self.step, epoch, next_batch):  # not saved here already (a periodic checkpoint)
             path = self.checkpoints.save(epoch, next_batch)
-        signum = self._stop.signal or 2  # another rank's signal stops this one too
         progress.message(f"interrupted: saved {path}; resume with fit(..., resume=True) or maccum train --resume")
-        raise TrainingInterrupted(signum, path)
+        raise TrainingInterrupted(signum, path, self.step, self.comm if self.data_parallel is not None else None)
 
     def _check_output(self, out: Any) -> None:
         if not isinstance(out, TrainOutput):

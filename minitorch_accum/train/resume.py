@@ -68,6 +68,8 @@ class LearnerCheckpoints:
         if learner.stepper is not learner.optimizer:
             opt_state = learner.stepper.state_dict()  # ZeRO-1 gathers the shards: every rank takes part
         if not learner.is_main:
+            # every rank knows where the last checkpoint was taken, so all decide alike whether a stop saves again
+            self.last_saved = ((learner.step, epoch, next_batch), None)
             return None
         if learner.stepper is learner.optimizer:
             opt_state = learner.optimizer.state_dict()

@@ -12,7 +12,9 @@ may change it. From this table come:
 Where a row goes (``target``): ``learner`` rows are fields of LearnerConfig; ``task`` rows are
 what the command line builds the model, data and optimizer from (recorded under ``run.``);
 ``loader`` is the micro-batch, the DataLoader's batch size (the Learner records it); ``command``
-rows steer one invocation and are never recorded. A new setting is one row here plus its use.
+rows steer one invocation and are never recorded. Data-parallel ranks must hold the same value of
+every learner row (``train/run_agreement.py`` checks it at the start), except a ``per_rank`` one.
+A new setting is one row here plus its use.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Setting:
     cli_default: Any = _SAME
     commands: tuple[str, ...] = _TRAINING
     symbol: str | None = None  # the letter the docs use (k), shown in errors
+    per_rank: bool = False  # True: each data-parallel rank may hold its own value (never compared between ranks)
 
     def label(self, from_command_line: bool = False) -> str:
         """How errors name it: ``grads_accumulation (k)`` in the API, ``--accum (k)`` on the command line."""
@@ -167,23 +170,24 @@ SETTINGS: tuple[Setting, ...] = (
             "micro-batches between checkpoints (a checkpoint mid-window resumes mid-window)", resume=True),
     Setting("checkpoint_keep", _POSITIVE, 2, "checkpoints kept (the newest)", resume=True),
     Setting("metrics", Value(_metrics, "names of metrics"), METRICS,
-            "metrics the progress display shows (all are logged)", resume=True),
+            "metrics the progress display shows (all are logged)", resume=True, per_rank=True),
     Setting("lr_scheduler", Value(_scheduler, "an LRScheduler"), None,
             "a scheduler from optim.lr_scheduler, advanced once per optimizer step (its state is checkpointed)",
             resume=True),
     Setting("progress", Choice(PROGRESS_MODES), "auto", "progress display (rank 0 only)", resume=True,
-            flag="--progress"),
+            flag="--progress", per_rank=True),
     Setting("trace_out", Value(trace_file_name, "None or a file name ending in .json"), None,
             "write a Chrome/Perfetto trace (Trace Event Format: open it in ui.perfetto.dev) of every window: "
             "micro-batches, kernels and their path, the close, the step, memory; one file per rank under "
             "mpiexec (run.trace.rank1.json); explain also writes PyTorch's memory snapshot beside it",
-            resume=True, flag="--trace-out", commands=("train", "explain")),
+            resume=True, flag="--trace-out", commands=("train", "explain"), per_rank=True),
     Setting("figure", Value(_png_name, "None or a file name ending in .png"), None,
             "draw the window's timeline (forward and backward of each micro-batch, the kernels writing the arena, "
             "the array bytes alive, the close, the step) beside one batch of the same items, as a PNG",
             target="command", resume=True, flag="--figure", commands=("explain",)),
     Setting("devices", Value(_devices, "a list of devices"), ("cpu",),
-            "cpu or cuda[:N] (data-parallel: each rank its own GPU)", resume=True, flag="--device", cli_default="cpu"),
+            "cpu or cuda[:N] (data-parallel: each rank its own GPU)", resume=True, flag="--device", cli_default="cpu",
+            per_rank=True),
     Setting("allow_config_change", Flag(), False,
             "with --resume: continue even if settings differ from the checkpoint's (says which)", resume=True,
             flag="--allow-config-change", commands=("train",)),

@@ -40,3 +40,13 @@ def run_ranks(ranks: int, module_args: list[str], timeout: float = TIMEOUT_SECON
         raise AssertionError(f"{' '.join(command)} exited {result.returncode}\n--- stdout\n{result.stdout[-4000:]}"
                              f"\n--- stderr\n{result.stderr[-4000:]}")
     return result
+
+
+def run_programs(programs: list[list[str]], timeout: float = TIMEOUT_SECONDS) -> subprocess.CompletedProcess:
+    """An MPMD launch, one rank per program: ``mpiexec -prepend-rank -n 1 python -m mpi4py -m <program 0>
+    : -n 1 ...``; each output line starts with ``[rank]``. Not checked: the caller reads the exit status."""
+    command = [mpiexec(), "-prepend-rank"]
+    for position, program in enumerate(programs):
+        command += ([":"] if position else []) + ["-n", "1", sys.executable, "-m", "mpi4py", "-m", *program]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPOSITORY), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(command, cwd=REPOSITORY, env=env, capture_output=True, text=True, timeout=timeout)

@@ -92,25 +92,41 @@ def classification_data(n: int = 101, seed: int = 0) -> ArrayDataset:
     return ArrayDataset(x, (x[:, 0] + x[:, 1] > 0).astype(np.int64) + (x[:, 2] > 1).astype(np.int64))
 
 
-def mlp() -> nn.Module:
-    mta.manual_seed(0)
-    return nn.Sequential(nn.Linear(6, 16, dtype="float64"), nn.Tanh(), nn.Linear(16, 3, dtype="float64"))
+def mlp(seed: int = 0, dropout: bool = False) -> nn.Module:
+    mta.manual_seed(seed)
+    middle = [nn.Tanh(), nn.Dropout(0.3)] if dropout else [nn.Tanh()]
+    return nn.Sequential(nn.Linear(6, 16, dtype="float64"), *middle, nn.Linear(16, 3, dtype="float64"))
 
 
 def fit(out: Path, k: int, epochs: int, *, compensated: bool, resume: bool = False, zero: bool = False,
-        distributed: bool = True, fail_at_step: int | None = None) -> None:
-    """A Learner run on the classification data; rank 0 saves the parameters to params.npz."""
+        distributed: bool = True, fail_at_step: int | None = None, init_by_rank: bool = False,
+        poisoned_item: int | None = None, dropout: bool = False) -> None:
+    """A Learner run on the classification data; rank 0 saves the parameters to params.npz, and every
+    rank its parameters, history and generator state to params-rank{r}.npz, history-rank{r}.json and
+    rng-rank{r}.json. ``init_by_rank``: each rank starts from its own initial values (seed = rank);
+    ``poisoned_item``: that item's features are NaN; ``dropout``: the model drops 30% of its hidden units
+    (the Learner seeded, so that each rank draws its own masks)."""
     builder = (LearnerBuilder(out).num_epochs(epochs).grads_accumulation(k).progress("none")
                .accum_dtype("float64").compensated(compensated).fusion("leaf" if compensated else "gemm")
                .clip_grad_norm(1.0).with_file_checkpointer(every_steps=5))
     if distributed:
         builder = builder.distributed(zero=zero, check_every=1)
-    model = FailingClassifier(mlp(), fail_at_step) if fail_at_step else mlp()
+    if dropout:
+        builder = builder.seed(11)
+    rank = MPICommunicator().rank if distributed else 0
+    module = mlp(rank if init_by_rank else 0, dropout)
+    model = FailingClassifier(module, fail_at_step) if fail_at_step else module
     learner = builder.build(model, optim.AdamW(lr=0.01, weight_decay=0.1))
-    trained, history = learner.fit(DataLoader(classification_data(), 4, seed=3),
+    data = classification_data()
+    if poisoned_item is not None:
+        data.arrays[0][poisoned_item] = np.nan
+    trained, history = learner.fit(DataLoader(data, 4, seed=3),
                                    DataLoader(classification_data(40, seed=9), 16, shuffle=False), resume=resume)
     state_elements = sum(v.size for slots in learner.optimizer.state.values() for v in slots.values()
                          if isinstance(v, np.ndarray))
+    np.savez(out / f"params-rank{learner.rank}.npz", **{name: p.numpy() for name, p in trained.named_parameters()})
+    (out / f"history-rank{learner.rank}.json").write_text(json.dumps(history.steps))
+    (out / f"rng-rank{learner.rank}.json").write_text(json.dumps(mta.get_rng_state()))
     if learner.rank == 0:
         np.savez(out / "params.npz", **{name: p.numpy() for name, p in trained.named_parameters()})
         (out / "history.json").write_text(json.dumps({"steps": history.steps, "valid": history.valid}))
@@ -146,7 +162,9 @@ def main(argv: list[str]) -> None:
         fit(out, int(options["k"]), int(options["epochs"]), compensated=options.get("compensated") == "1",
             resume=options.get("resume") == "1", zero=options.get("zero") == "1",
             distributed=options.get("distributed", "1") == "1",
-            fail_at_step=int(options["fail_at"]) if "fail_at" in options else None)
+            fail_at_step=int(options["fail_at"]) if "fail_at" in options else None,
+            init_by_rank=options.get("init") == "rank", dropout=options.get("dropout") == "1",
+            poisoned_item=int(options["poison"]) if "poison" in options else None)
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
 

@@ -1,0 +1,90 @@
+"""Checking, before any rank does work the others must match, that every rank means the same run.
+
+Ranks started with different settings do not fail by themselves: with another seed they train
+silently to other parameters; with another k they reach different collectives and wait forever.
+``check_ranks_agree`` gathers a small JSON description from every rank (two all-gathers of known
+size, which every rank reaches whatever its settings) and compares it entry by entry; every rank
+then raises the same ``RanksDisagreeError``, one line naming each entry that differs and which
+ranks hold which value.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from minitorch_accum.distributed.checkpoint_broadcast import gather_json
+from minitorch_accum.distributed.communicator import Communicator
+
+__all__ = ["RanksDisagreeError", "check_ranks_agree", "describe_disagreement"]
+
+_MISSING = "<absent>"
+_SHOWN = 60  # characters of a value shown in the message
+
+
+class RanksDisagreeError(ValueError):
+    """Data-parallel ranks were started with different settings, data or models (raised on every rank)."""
+
+    def __init__(self, message: str, comm: Communicator) -> None:
+        super().__init__(message)
+        self.comm = comm
+
+    def wait_for_every_rank(self) -> None:
+        """Return once every rank has reached this point: a caller that reports the error and then
+        ends the job waits here, so no rank is ended before it has said what was wrong."""
+        self.comm.agree(False)
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}"
+
+
+def _show(value: Any) -> str:
+    text = _MISSING if value is _MISSING else json.dumps(value)
+    return text if len(text) <= _SHOWN else text[:_SHOWN - 3] + "..."
+
+
+def _first_difference(values: list[Any]) -> tuple[str, list[Any]]:
+    """For lists of entries (parameters, say) that differ: where the first difference is, and
+    each rank's entry there, so the message shows the entry rather than the whole list."""
+    if not all(isinstance(v, list) for v in values):
+        return "", values
+    for position in range(max(len(v) for v in values)):
+        entries = [v[position] if position < len(v) else _MISSING for v in values]
+        if any(e != entries[0] for e in entries):
+            return f" (entry {position} of {'/'.join(str(len(v)) for v in values)})", entries
+    return "", values
+
+
+def describe_disagreement(every: list[Mapping[str, Any]]) -> list[str]:
+    """One phrase per entry on which the ranks' descriptions differ (empty when they all agree)."""
+    # the settings first, then the data and the model (which usually differ because a setting does)
+    names = sorted({name for description in every for name in description},
+                   key=lambda name: (name.startswith(("data.", "model.")), name))
+    phrases = []
+    for name in names:
+        values = [description.get(name, _MISSING) for description in every]
+        if all(v == values[0] for v in values):
+            continue
+        where, shown = _first_difference(values)
+        groups: dict[str, list[int]] = {}
+        for rank, value in enumerate(shown):
+            groups.setdefault(_show(value), []).append(rank)
+        holders = "; ".join(f"{_ranks(ranks)}: {value}" for value, ranks in groups.items())
+        phrases.append(f"{name}{where}: {holders}")
+    return phrases
+
+
+def check_ranks_agree(comm: Communicator, description: Mapping[str, Any], what: str = "run") -> None:
+    """RanksDisagreeError on every rank unless every rank passed the same ``description``
+    (JSON values by name: settings, digests of the data, the model's parameter table)."""
+    if comm.world_size == 1:
+        return
+    every = gather_json(comm, dict(description))
+    phrases = describe_disagreement(every)
+    if phrases:
+        raise RanksDisagreeError(
+            f"the {comm.world_size} data-parallel ranks disagree on the {what}: {' | '.join(phrases)}; start every "
+            "rank with the same command line, data and model (an MPMD launch or a stale checkout on one host "
+            "does this)", comm)

@@ -1,0 +1,103 @@
+"""Ranks that disagree: every rank stops at the start with one line naming what differs and which
+ranks hold which value, instead of training silently to other parameters or waiting for ever.
+
+Under mpiexec with an MPMD launch (one command line per rank, as a careless or hostile launch
+does), and without MPI for the pieces: the comparison, the run's description (settings, data, model).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minitorch_accum.data import ArrayDataset, DataLoader
+from minitorch_accum.distributed import LocalCommunicator
+from minitorch_accum.distributed.rank_agreement import check_ranks_agree, describe_disagreement
+from minitorch_accum.train.run_agreement import data_description
+from tests.distributed.launcher import run_programs
+
+TRAIN = ["minitorch_accum.cli", "train", "--dataset", "digits", "--epochs", "1", "--progress", "none",
+         "--micro-batch", "32"]
+
+
+def _disagreement_lines(stderr: str) -> dict[str, str]:
+    """{"[rank]": its error line} of the lines that say the ranks disagree."""
+    lines = [line for line in stderr.splitlines() if "data-parallel ranks disagree" in line]
+    return {line.split(" ", 1)[0]: line for line in lines}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(("second", "named"), [
+    (["--accum", "4", "--seed", "1"], "seed: rank 0: 0; rank 1: 1"),  # trained silently to other parameters
+    (["--accum", "2"], "grads_accumulation: rank 0: 4; rank 1: 2"),  # waited for ever in a collective
+], ids=["seed", "accum"])
+def test_ranks_started_with_other_settings_stop_at_once_naming_the_setting(tmp_path: Path, second: list[str],
+                                                                            named: str, report: list[str]) -> None:
+    started = time.monotonic()
+    result = run_programs([[*TRAIN, "--accum", "4", "--out", str(tmp_path / "a")],
+                           [*TRAIN, *second, "--out", str(tmp_path / "b")]], timeout=60)
+    seconds = time.monotonic() - started
+    lines = _disagreement_lines(result.stderr)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert sorted(lines) == ["[0]", "[1]"], result.stderr[-3000:]  # one line on every rank
+    for line in lines.values():
+        assert named in line and "maccum train: error:" in line, line
+    assert not (tmp_path / "a" / "final.safetensors").exists()
+    report.append(f"ranks launched with {' '.join(second)} on rank 1: both stopped in {seconds:.1f} s: "
+                  f"{lines['[1]'].split(': ', 3)[-1][:110]}...")
+
+
+def test_the_comparison_names_each_differing_entry_and_its_ranks() -> None:
+    same = {"seed": 0, "model.parameters": [["w", [2, 3], "float64"], ["b", [3], "float64"]]}
+    other = {"seed": 1, "model.parameters": [["w", [2, 3], "float64"], ["b", [3], "float32"]], "zero": True}
+    phrases = describe_disagreement([same, same, other])
+    assert phrases == ['seed: ranks 0, 1: 0; rank 2: 1', 'zero: ranks 0, 1: <absent>; rank 2: true',
+                       'model.parameters (entry 1 of 2/2/2): ranks 0, 1: ["b", [3], "float64"]; '
+                       'rank 2: ["b", [3], "float32"]']
+    assert describe_disagreement([same, dict(same)]) == []
+
+
+def test_one_process_agrees_with_itself_without_a_collective() -> None:
+    comm = LocalCommunicator()
+    check_ranks_agree(comm, {"seed": 0})
+    assert comm.counts.calls == {}
+
+
+def test_the_data_description_changes_with_one_item_and_with_the_order() -> None:
+    x = np.arange(40, dtype=np.float64).reshape(20, 2)
+    y = np.arange(20) % 3
+    base = data_description(DataLoader(ArrayDataset(x, y), 4, seed=0))
+    assert base == data_description(DataLoader(ArrayDataset(x.copy(), y.copy()), 4, seed=0))
+    changed = x.copy()
+    changed[7, 1] += 1e-12
+    other_item = data_description(DataLoader(ArrayDataset(changed, y), 4, seed=0))
+    assert other_item["data.content"] != base["data.content"]
+    assert other_item["data.order (epoch 0)"] == base["data.order (epoch 0)"]
+    other_order = data_description(DataLoader(ArrayDataset(x, y), 4, seed=1))
+    assert other_order["data.order (epoch 0)"] != base["data.order (epoch 0)"]
+    assert other_order["data.content"] == base["data.content"]
+
+
+def test_every_learner_setting_but_the_per_rank_ones_is_compared(tmp_path: Path) -> None:
+    from minitorch_accum import optim
+    from minitorch_accum.train import LearnerBuilder
+    from minitorch_accum.train.run_agreement import describe_run, settings_description
+    from minitorch_accum.train.settings import SETTINGS
+    from tests.distributed.rank_programs import classification_data, mlp
+
+    learner = LearnerBuilder(tmp_path).grads_accumulation(3).build(mlp(), optim.AdamW(lr=0.01))
+    loader = DataLoader(classification_data(), 4, seed=3)
+    described = settings_description(learner, loader, resume=True)
+    for row in SETTINGS:
+        if row.target == "learner":
+            compared = any(name == row.name or name.startswith(f"{row.name}.") for name in described)
+            assert compared != row.per_rank, row.name  # a new row is compared unless it says otherwise
+    assert described["resume"] is True
+    assert described["optimizer.type"] == "AdamW" and described["micro_batch"] == 4
+    whole = describe_run(learner, loader, resume=False)
+    assert whole["model.parameters"][0] == ["module.0.weight", [6, 16], "float64"]
+    assert json.loads(json.dumps(whole)) == whole  # what the ranks exchange is plain JSON
