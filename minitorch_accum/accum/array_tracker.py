@@ -10,9 +10,11 @@ total peak or None)``, ``counts_objects``, ``runs_python_in(frame)``):
   too, without tracemalloc (whose start and stop around every probe leaked about 30 bytes
   per traced allocation site on CPython 3.11: ~12 KiB per micro-batch of a small model).
 - ``PythonArrayTracker`` (python_array_tracker.py, without the native module): ctypes
-  callbacks count arrays only; a signal may then run its Python handler inside one, which
-  ``runs_python_in`` lets a handler recognize (the Learner's stop request then waits for the
-  micro-batch to end instead of raising there).
+  callbacks count arrays only; a signal may then run its Python handler inside one.
+
+``runs_python_in(frame)`` tells a signal handler that it interrupted the tracker's own code
+(opening or closing, or a fallback callback), where raising would leave a probe open or an
+allocation half done: the Learner's stop request then waits for the micro-batch to end.
 
 To record events (a memory snapshot, say), extend the one place each tracker sees every
 counted allocation and free: ``Counter::allocated`` / ``Counter::released`` in the C++,
@@ -121,9 +123,11 @@ class NativeArrayTracker:
         return memory_counter.close_probe(probe)
 
     def runs_python_in(self, frame: FrameType | None) -> bool:
-        return False  # no Python code in its allocator calls
+        """Whether ``frame`` is this tracker's opening or closing (its allocator has no Python code)."""
+        return frame is not None and frame.f_code in _NATIVE_BOOKKEEPING
 
 
+_NATIVE_BOOKKEEPING = {NativeArrayTracker.open.__code__, NativeArrayTracker.close.__code__}
 _TRACKER: list[ArrayTracker | None] = []
 
 

@@ -36,7 +36,7 @@ from typing import Any
 from minitorch_accum.accum.array_tracker import ArrayTracker, array_tracker
 from minitorch_accum.backend import Device, DeviceLike, parse_device
 
-__all__ = ["MemoryReport", "PeakMemory", "allocator_runs_python_in", "array_bytes", "array_tracking_available"]
+__all__ = ["MemoryReport", "PeakMemory", "array_bytes", "array_tracking_available", "probe_bookkeeping_running"]
 
 
 class PeakMemory:
@@ -128,12 +128,25 @@ def array_tracking_available() -> bool:
     return array_tracker() is not None
 
 
-def allocator_runs_python_in(frame: FrameType | None) -> bool:
-    """Whether ``frame`` (given to a signal handler) is Python code running inside an allocation:
-    only ever with the ctypes fallback (no native module). A signal handler that raises should
-    then defer, since an exception there cannot propagate (ctypes swallows it, mid-allocation)."""
+def probe_bookkeeping_running(frame: FrameType | None) -> bool:
+    """Whether ``frame`` (given to a signal handler) is, or is called from, a probe's own
+    bookkeeping: opening or closing one, or (without the native module) a ctypes allocator
+    callback. An exception raised there would leave a probe open or an allocation half done
+    (ctypes swallows it), so a signal handler that raises should defer instead."""
     tracker = array_tracker()
-    return tracker is not None and tracker.runs_python_in(frame)
+    own = {PeakMemory.__enter__.__code__, PeakMemory.__exit__.__code__}
+    for _ in range(_BOOKKEEPING_DEPTH):
+        if frame is None:
+            return False
+        if frame.f_code in own or (tracker is not None and tracker.runs_python_in(frame)):
+            return True
+        frame = frame.f_back
+    return False
+
+
+# PeakMemory.__enter__ -> tracker.open -> memory_counter.open_probe -> dispatch.native: the
+# deepest Python frame under a probe's bookkeeping is four calls down
+_BOOKKEEPING_DEPTH = 6
 
 
 def _cupy_peak_hook() -> Any:

@@ -10,8 +10,8 @@ functions, and a late free never enters Python.
 The callbacks are Python code, so a signal's Python handler can run inside one; if it
 raises there, ctypes prints "Exception ignored on calling ctypes callback function" and
 the allocation goes wrong (NumPy sees a failed malloc, or a free is skipped). A handler
-that must raise asks ``runs_python_in(frame)`` first and defers (the Learner's stop request
-does); the native tracker has no such window. Probes are meant for one thread at a time.
+that must raise asks ``accum.memory.probe_bookkeeping_running(frame)`` first and defers (the
+Learner's stop request does); the native tracker has no such window. Probes are meant for one thread at a time.
 """
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ class PythonArrayTracker:
             base_free(base_ctx, pointer, size)
 
         self._hook_code = {f.__code__ for f in (counted, released, malloc, calloc, realloc, free)}
+        self._hook_code |= {PythonArrayTracker.open.__code__, PythonArrayTracker.close.__code__}
         self._callbacks = (_MALLOC(malloc), _CALLOC(calloc), _REALLOC(realloc), _FREE(free))  # kept alive
         counting = (base_ctx, *(ctypes.cast(f, ctypes.c_void_p).value for f in self._callbacks))
         self._tables = {"counting": counting, "forwarding": forwarding}
@@ -147,7 +148,7 @@ class PythonArrayTracker:
         return counter.peak, None
 
     def runs_python_in(self, frame: FrameType | None) -> bool:
-        """Whether ``frame`` (a signal handler's) is one of the callbacks, or called from one."""
+        """Whether ``frame`` (a signal handler's) is a callback, opening or closing, or called from one."""
         for _ in range(_HOOK_DEPTH):
             if frame is None:
                 return False
