@@ -10,6 +10,7 @@ made with other settings (``train/run_settings.py``) unless that is allowed.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -140,9 +141,10 @@ class LearnerCheckpoints:
         learner = self.learner
         loaded = None
         if learner.is_main:
-            checkpoint = self.checkpointer.load_checkpoint(require=("model", "optimizer", "accumulator"))
-            if checkpoint.message is not None:
-                notes.append(checkpoint.message)  # latest was damaged: an older intact one is used
+            checkpoint = self.checkpointer.load_checkpoint(require=("model", "optimizer", "accumulator"),
+                                                           set_aside_damaged=True)
+            if checkpoint.message is not None:  # latest was damaged (kept aside): an older intact one is used
+                print(checkpoint.message, file=sys.stderr, flush=True)  # whatever the progress mode
             loaded = (checkpoint.arrays, checkpoint.state)
             self.restored_from = checkpoint.path
         arrays, state = share_checkpoint(learner.comm, loaded) if learner.world_size > 1 else loaded
