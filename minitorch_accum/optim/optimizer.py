@@ -199,6 +199,12 @@ class Optimizer(ABC):
         """Apply the update rule with one group's ``settings`` to its entries, each gradient
         taken times ``grad_scale``."""
 
+    def state_array_slots(self, settings: dict[str, Any]) -> tuple[str, ...] | None:
+        """The arrays this optimizer keeps for each parameter it has stepped, under one group's
+        ``settings`` (a float32 master copy of a 16-bit parameter comes on top, ``"master"``), so a
+        checkpoint's state can be checked complete; None when a subclass does not say."""
+        return None
+
     @abstractmethod
     def state_slots(self) -> int:
         """How many arrays of a parameter's size this optimizer keeps per parameter (momentum,

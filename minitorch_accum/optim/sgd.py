@@ -49,6 +49,9 @@ class SGD(Optimizer):
         """One momentum buffer per parameter when any group uses momentum, none otherwise."""
         return int(any(group["momentum"] != 0.0 for group in self.param_groups))
 
+    def state_array_slots(self, settings: dict[str, Any]) -> tuple[str, ...]:
+        return ("momentum_buffer",) if settings["momentum"] != 0.0 else ()
+
     def _update(self, entries: list[UpdateEntry], settings: dict[str, Any], grad_scale: float) -> None:
         uses_momentum = settings["momentum"] != 0.0
 

@@ -1,9 +1,9 @@
 """Trials of a real ``maccum train`` that gets Ctrl-C twice at random moments: it must never crash,
 and every checkpoint it leaves must verify, hold a consistent window and resume bit for bit.
 
-One trial: start ``maccum train`` on the digits MLP (micro-batches of 16, k = 3, a checkpoint every
-2 steps, many epochs), wait for training to start, send SIGINT after 0-0.5 s and again 0-80 ms
-later, and read the outcome. Then each checkpoint left behind is loaded (verified), its window
+One trial: start ``maccum train`` on the digits MLP (micro-batches of 64, k = 3, a checkpoint every
+2 steps, many epochs), wait for training to start, send SIGINT after 0-0.5 s and again 0.05-100
+ms later, and read the outcome. Then each checkpoint left behind is loaded (verified), its window
 checked (the accumulator's micro-batches and items equal the window's, and the items are those
 of the micro-batches before its position), and the run resumed from it in a copy for the rest
 of that epoch: the final parameters must equal an uninterrupted run's, bit for bit.
@@ -34,7 +34,7 @@ import numpy as np
 import minitorch_accum
 
 REPOSITORY = Path(minitorch_accum.__file__).resolve().parents[1]
-MICRO_BATCH = 16
+MICRO_BATCH = 64
 TRAIN = ("train", "--dataset", "digits", "--accum", "3", "--micro-batch", str(MICRO_BATCH),
          "--checkpoint-every", "2", "--seed", "0")
 # what only a crash leaves on stderr
@@ -145,7 +145,9 @@ def _outcome(returncode: int, err: str) -> tuple[str, bool]:
             return "stopped at once", False
         if "interrupted by signal 2; saved" in err:
             return "saved, second ignored" if "Ctrl-C again: ignored" in err else "saved", False
-        return "interrupted outside fit", False  # the default handler: before fit set its own, or after
+        # a plain KeyboardInterrupt: the default handler's (before fit set its own, or after), or,
+        # before TrainingAborted, the second Ctrl-C's
+        return "KeyboardInterrupt, no word from fit", False
     if returncode == -signal.SIGINT:
         return "ended by SIGINT after the command returned", False
     return f"exit {returncode}", True
@@ -155,7 +157,10 @@ def run_trial(directory: Path, rng: np.random.Generator, references: Path | None
     """One trial in ``directory`` (created); ``references`` holds the uninterrupted runs (reused)."""
     directory.mkdir(parents=True, exist_ok=True)
     references = references or directory
-    result = TrialResult(first_delay=float(rng.uniform(0.0, 0.5)), second_delay=float(rng.uniform(0.0, 0.08)))
+    # the second press log-uniform in 0.05-100 ms: as often inside the micro-batch (a few ms) as in
+    # the save that follows it or after
+    result = TrialResult(first_delay=float(rng.uniform(0.0, 0.5)),
+                         second_delay=float(np.exp(rng.uniform(np.log(5e-5), np.log(0.1)))))
     run = directory / "run"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPOSITORY), os.environ.get("PYTHONPATH"))
                                                        if p)}
