@@ -143,8 +143,15 @@ class Optimizer(ABC):
         ``grads`` is a Gradients container or an Accumulator. A window marked
         non-finite is skipped: no parameter or state changes, ``skipped_steps`` grows.
         ``lr`` scales every group's rate by ``lr / self.lr`` (see the module docstring).
+        Gradients none of which is of a parameter of ``model`` (another model's) are a
+        ValueError naming the model; no step is counted.
         """
         window = gradient_window(grads)
+        if window.arrays and not any(window.get(p) is not None for _, p in model.named_parameters()):
+            raise ValueError(
+                f"{self._name}.step: none of the {len(window.arrays)} gradients of the {type(grads).__name__} "
+                f"belongs to a parameter of the {type(model).__name__} given ({len(model.parameters())} "
+                "parameters): they were computed for another model; pass that model")
         if window.skip:
             self.skipped_steps += 1
             return model

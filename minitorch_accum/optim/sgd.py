@@ -6,7 +6,7 @@ from typing import Any
 
 from minitorch_accum import kernels
 from minitorch_accum.optim.fused_groups import group_for_fused_step
-from minitorch_accum.optim.hyperparameter_checks import check_positive, check_range, params_or_lr
+from minitorch_accum.optim.hyperparameter_checks import check_flag, check_positive, check_range, params_or_lr
 from minitorch_accum.optim.optimizer import Optimizer, UpdateEntry
 
 __all__ = ["SGD"]
@@ -38,7 +38,7 @@ class SGD(Optimizer):
             "lr": check_positive("lr", h["lr"]),
             "momentum": check_range("momentum", h["momentum"], 0.0, 1.0),
             "weight_decay": check_range("weight_decay", h["weight_decay"], 0.0, float("inf")),
-            "nesterov": bool(h["nesterov"]),
+            "nesterov": check_flag("nesterov", h["nesterov"]),
             "dampening": check_range("dampening", h["dampening"], 0.0, 1.0 + 1e-12),
         }
         if checked["nesterov"] and (checked["momentum"] == 0.0 or checked["dampening"] != 0.0):
