@@ -57,3 +57,14 @@ def emulator_launch(kernel: str, grid: Sequence[int], block: Sequence[int], args
 
 def emulator_kernels() -> dict[str, tuple[int, int, bool]]:
     """Registered kernels: name -> (arity, max threads per block, uses __syncthreads)."""
+def memory_counting_handler(numpy_handler: Any) -> Any:
+    """A ``mem_handler`` capsule of the counting data-memory handler, forwarding to NumPy's handler given."""
+
+def memory_probe_open(count_objects: bool) -> int:
+    """Open a memory probe (arrays; Python objects too with count_objects); returns its number."""
+
+def memory_probe_close(probe: int) -> tuple[int, int]:
+    """Close a probe: (peak of its arrays, peak of its arrays and Python objects together)."""
+
+def memory_counter_state() -> dict[str, Any]:
+    """Open probes, tracked blocks and whether the Python-object hook is in the allocator chain."""

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import tempfile
+import types
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,7 +27,8 @@ T = TypeVar("T")
 
 
 class ConfigError(ValueError):
-    """A config file is missing, not JSON, or does not match the config's fields."""
+    """A config file is missing, unreadable, not UTF-8 JSON, or does not match the config's fields
+    (names and types); the message names the file and the field."""
 
 
 def _to_json(self: Any) -> str:
@@ -44,38 +46,147 @@ def _save(self: Any, path: str | os.PathLike) -> None:
     replace_file_atomically(target, self.to_json().encode("utf-8"), Path(tmp))
 
 
-def _from_dict(cls: type[T], values: dict[str, Any]) -> T:
+#: how deeply a config file may nest its JSON (a config is a few levels deep; Python's own parser
+#: stops with a RecursionError somewhere near 1000)
+MAX_DEPTH = 64
+
+
+def _from_dict(cls: type[T], values: dict[str, Any], where: str | None = None) -> T:
+    """An instance of ``cls`` from ``values``, each field checked against its type hint (nested
+    configs, tuples, lists, dicts, Optional and unions, Literal); ConfigError naming the field
+    (and ``where``: the file) otherwise."""
+    return _build(cls, values, (f"config file {where}: " if where else "") + cls.__name__)
+
+
+def _build(cls: type[T], values: Any, where: str) -> T:
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where} must be a JSON object, got {_kind(values)}")
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ConfigError(f"{cls.__name__}: unknown field(s) {', '.join(unknown)}")
-    hints = typing.get_type_hints(cls)
-    converted = {}
-    for name, value in values.items():
-        hint = hints.get(name)
-        if dataclasses.is_dataclass(hint) and isinstance(value, dict):
-            value = _from_dict(hint, value)
-        elif hint is tuple or typing.get_origin(hint) is tuple:
-            value = tuple(value)
-        converted[name] = value
+        raise ConfigError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    try:
+        hints = typing.get_type_hints(cls)
+    except (NameError, TypeError):  # hints naming what this module cannot see: taken as written
+        hints = {}
+    converted = {name: _convert(value, hints.get(name, Any), f"{where}.{name}") for name, value in values.items()}
     try:
         return cls(**converted)
-    except TypeError as exc:
-        raise ConfigError(f"{cls.__name__}: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, dict | list):
+        return "an object" if isinstance(value, dict) else "a list"
+    return f"{type(value).__name__} {repr(value)[:60]}"
+
+
+def _convert(value: Any, hint: Any, where: str) -> Any:
+    """``value`` (parsed JSON) as the type ``hint`` says, or ConfigError naming ``where``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any or hint is object:
+        return value
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return _build(hint, value, where)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        failures = []
+        for arm in (a for a in args if a is not type(None)):
+            try:
+                return _convert(value, arm, where)
+            except ConfigError as exc:
+                failures.append(str(exc))
+        raise ConfigError(failures[0] if len(failures) == 1 else
+                          f"{where} must be {' or '.join(_name(a) for a in args)}, got {_kind(value)}")
+    if origin is typing.Literal:
+        if value in args and type(value) in {type(a) for a in args}:
+            return value
+        raise ConfigError(f"{where} must be one of {', '.join(map(repr, args))}, got {_kind(value)}")
+    if hint is tuple or origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where} must be a list (a tuple), got {_kind(value)}")
+        if not args or (len(args) == 2 and args[1] is Ellipsis):
+            item = args[0] if args else Any
+            return tuple(_convert(v, item, f"{where}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise ConfigError(f"{where} must hold {len(args)} values, got {len(value)}")
+        return tuple(_convert(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True)))
+    if hint is list or origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where} must be a list, got {_kind(value)}")
+        return [_convert(v, args[0] if args else Any, f"{where}[{i}]") for i, v in enumerate(value)]
+    if hint is dict or origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be an object, got {_kind(value)}")
+        key_hint, item = args if args else (Any, Any)
+        return {_convert(k, key_hint, f"{where} key {k!r}"): _convert(v, item, f"{where}[{k!r}]")
+                for k, v in value.items()}
+    return _scalar(value, hint, where)
+
+
+def _scalar(value: Any, hint: Any, where: str) -> Any:
+    if hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif hint is int or hint is bool:
+        if type(value) is hint:
+            return value
+    elif hint is type(None):
+        if value is None:
+            return None
+    elif isinstance(hint, type):
+        if isinstance(value, hint):
+            return value
+        if issubclass(hint, os.PathLike) and isinstance(value, str):  # a path is saved as its text
+            return hint(value)
+    else:
+        return value  # a hint this reader does not know (a TypeVar, a Protocol): taken as it is
+    raise ConfigError(f"{where} must be {_name(hint)}, got {_kind(value)}")
+
+
+def _name(hint: Any) -> str:
+    names = {float: "a number", int: "an int", bool: "true or false", str: "a string", type(None): "null"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests lists and objects (counted without recursion)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            pending.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _load(cls: type[T], path: str | os.PathLike) -> T:
+    where = f"config file {path}"
     try:
-        text = Path(path).read_text()
+        data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
+        raise ConfigError(f"{where} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"{where} cannot be read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where} is not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 1]!r})") from None
     try:
         values = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid JSON: {exc}") from None
+        raise ConfigError(f"{where} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{where} nests its JSON deeper than {MAX_DEPTH} levels") from None
     if not isinstance(values, dict):
-        raise ConfigError(f"config file {path} must hold a JSON object")
-    return _from_dict(cls, values)
+        raise ConfigError(f"{where} must hold a JSON object, got {_kind(values)}")
+    if _depth(values) > MAX_DEPTH:
+        raise ConfigError(f"{where} nests its JSON deeper than {MAX_DEPTH} levels")
+    return _from_dict(cls, values, str(path))
 
 
 def config(cls: type[T]) -> type[T]:

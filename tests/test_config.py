@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
+import re
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -74,3 +77,79 @@ def test_a_failing_config_write_leaves_the_old_file_intact(tmp_path: Path, monke
         TrainingConfig(lr=1.0, accum=2).save(tmp_path / "run.json")
     assert [path.name for path in tmp_path.iterdir()] == ["run.json"]  # no temporary file left
     assert TrainingConfig.load(tmp_path / "run.json") == TrainingConfig(lr=3e-4)
+
+
+@config
+class Optimizer:
+    name: str = "adamw"
+    betas: tuple[float, float] = (0.9, 0.999)
+
+
+@config
+class RunConfig:
+    lr: float = 1e-3
+    accum: int = 8
+    optimizer: Optimizer = dataclasses.field(default_factory=Optimizer)
+    schedule: dict[str, int] | None = None
+    tags: list[str] = dataclasses.field(default_factory=list)
+    device: Literal["cpu", "cuda"] = "cpu"
+    warmup: int | None = None
+
+
+def _load(tmp_path: Path, content: str | bytes, cls: type = RunConfig):
+    path = tmp_path / "run.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return cls.load(path)
+
+
+@pytest.mark.parametrize("content, field, message", [
+    ('{"lr": "fast"}', "RunConfig.lr", "must be a number, got str 'fast'"),
+    ('{"lr": true}', "RunConfig.lr", "must be a number, got bool True"),
+    ('{"accum": 2.5}', "RunConfig.accum", "must be an int, got float 2.5"),
+    ('{"optimizer": {"betas": "abc"}}', "RunConfig.optimizer.betas", r"must be a list \(a tuple\), got str 'abc'"),
+    ('{"optimizer": {"betas": [0.9]}}', "RunConfig.optimizer.betas", "must hold 2 values, got 1"),
+    ('{"optimizer": {"betas": [0.9, "x"]}}', r"RunConfig.optimizer.betas\[1\]", "must be a number, got str 'x'"),
+    ('{"optimizer": {"momentum": 0.9}}', "RunConfig.optimizer:", r"unknown field\(s\) momentum"),
+    ('{"optimizer": [1, 2]}', "RunConfig.optimizer", "must be a JSON object, got a list"),
+    ('{"schedule": {"0": "many"}}', r"RunConfig.schedule\['0'\]", "must be an int, got str 'many'"),
+    ('{"tags": "a,b"}', "RunConfig.tags", "must be a list, got str 'a,b'"),
+    ('{"device": "tpu"}', "RunConfig.device", "must be one of 'cpu', 'cuda', got str 'tpu'"),
+    ('{"warmup": "soon"}', "RunConfig.warmup", "must be an int, got str 'soon'"),
+])
+def test_config_files_are_checked_against_the_field_types(tmp_path: Path, content: str, field: str,
+                                                          message: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^config file {re.escape(str(tmp_path))}/run\.json: {field} {message}$"):
+        _load(tmp_path, content)
+
+
+def test_well_typed_config_files_load_with_their_types(tmp_path: Path) -> None:
+    loaded = _load(tmp_path, '{"lr": 1, "optimizer": {"betas": [0.8, 0.9]}, "schedule": {"0": 4}, "warmup": null, '
+                             '"tags": ["a"], "device": "cuda"}')
+    assert loaded == RunConfig(lr=1.0, optimizer=Optimizer(betas=(0.8, 0.9)), schedule={"0": 4}, tags=["a"],
+                               device="cuda")
+    assert isinstance(loaded.lr, float) and isinstance(loaded.optimizer, Optimizer)
+    assert RunConfig.load(_save(tmp_path, loaded)) == loaded
+
+
+def _save(tmp_path: Path, value: RunConfig) -> Path:
+    value.save(tmp_path / "again.json")
+    return tmp_path / "again.json"
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"lr": "\xff\xfe"}', r"is not UTF-8 text \(byte 8: b'\\xff'\)"),
+    ("[" * 100_000 + "]" * 100_000, "nests its JSON deeper than 64 levels"),
+    ('{"tags": ' + "[" * 70 + "]" * 70 + "}", "nests its JSON deeper than 64 levels"),
+    ("[1, 2]", "must hold a JSON object, got a list"),
+    ('"lr"', "must hold a JSON object, got str 'lr'"),
+    ("", "is not valid JSON"),
+])
+def test_unreadable_config_files_raise_config_error_naming_the_file(tmp_path: Path, content: str | bytes,
+                                                                    message: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^config file {re.escape(str(tmp_path))}/run\.json {message}"):
+        _load(tmp_path, content)
+
+
+def test_a_directory_as_config_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cannot be read: Is a directory"):
+        RunConfig.load(tmp_path)

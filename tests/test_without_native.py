@@ -40,3 +40,37 @@ def test_package_runs_on_reference_kernels_with_one_warning() -> None:
     path, count, message = result.stdout.strip().split(" ", 2)
     assert path == "reference" and count == "1"
     assert "reference" in message.lower()
+
+
+def test_peak_memory_without_the_native_module_counts_arrays_and_never_starts_tracemalloc() -> None:
+    # the ctypes fallback counts arrays only; Python objects come from tracemalloc when the user
+    # traces already (its start and stop around each probe leaked), else they are not measured
+    script = textwrap.dedent("""
+        import importlib.abc, sys, tracemalloc
+
+        class NoCompiler(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "minitorch_accum._native":
+                    raise ImportError("built without a C++ compiler")
+                return None
+
+        sys.meta_path.insert(0, NoCompiler())
+        import numpy as np
+        from minitorch_accum.accum import PeakMemory
+        from minitorch_accum.accum.array_tracker import array_tracker
+
+        with PeakMemory() as plain:
+            a = np.empty(10_000, dtype=np.uint8)
+            objects = [str(i) * 3 for i in range(5000)]
+        tracing_after_plain = tracemalloc.is_tracing()
+        tracemalloc.start()
+        with PeakMemory() as traced:
+            b = np.empty(20_000, dtype=np.uint8)
+            more = [str(i) * 3 for i in range(5000)]
+        tracemalloc.stop()
+        print(type(array_tracker()).__name__, plain.array_peak_bytes, plain.peak_bytes, plain.other_bytes,
+              tracing_after_plain, traced.array_peak_bytes, traced.other_bytes > 5000 * 40)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["PythonArrayTracker", "10000", "10000", "None", "False", "20000", "True"]

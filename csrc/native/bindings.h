@@ -10,6 +10,7 @@ void bind_l2_norm(pybind11::module_& m);
 void bind_optimizer_steps(pybind11::module_& m);
 void bind_layout(pybind11::module_& m);
 void bind_environment(pybind11::module_& m);
+void bind_memory_counter(pybind11::module_& m);
 
 namespace emulator {
 void bind(pybind11::module_& m);

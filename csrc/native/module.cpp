@@ -104,5 +104,6 @@ CPU launch emulator of its CUDA kernels. Private: use minitorch_accum.kernels.)d
     minitorch_accum::bind_optimizer_steps(m);
     minitorch_accum::bind_layout(m);
     minitorch_accum::bind_environment(m);
+    minitorch_accum::bind_memory_counter(m);
     minitorch_accum::emulator::bind(m);
 }

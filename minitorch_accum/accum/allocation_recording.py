@@ -2,7 +2,9 @@
 
 On the CPU the events come from the NumPy data-memory tracker of ``accum/memory.py``
 (``ArrayAllocationWatch``: every array buffer allocated while the recording is open, and its
-free); on a GPU from a CuPy memory hook (the pool's mallocs and frees). Two depths:
+free, logged without Python code in the allocator and drained here whenever the trace's span
+changes, so each event keeps the span it ran in); on a GPU from a CuPy memory hook (the
+pool's mallocs and frees, as they happen). Two depths:
 
 - ``"counter"``: the bytes alive over time, sampled at most every ``resolution`` seconds (each
   sample keeps the peak of its interval), for a counter track over a whole training run;
@@ -39,8 +41,7 @@ class AllocationRecording:
         self.origin = origin
         self.keep = keep
         self.resolution = (0.0 if keep == "frames" else 50e-6) if resolution is None else resolution
-        #: the span the program is in (set by the trace), kept with each event
-        self.context = ""
+        self._context = ""
         #: "cpu" or "cuda" (set by the Accumulator from its parameters' device)
         self.device = "cpu"
         #: (seconds, bytes alive) at most one pair per interval of ``resolution``, peaks kept
@@ -68,7 +69,8 @@ class AllocationRecording:
     def __enter__(self) -> AllocationRecording:
         if self._watch is not None:
             raise RuntimeError("this allocation recording is already open")
-        self._watch = _cupy_watch(self._listen) if self.device == "cuda" else ArrayAllocationWatch(self._listen)
+        frames = self.keep == "frames"
+        self._watch = _cupy_watch(self._listen_now) if self.device == "cuda" else ArrayAllocationWatch(frames)
         self._watch.__enter__()
         self.tracked = self.tracked or self._watch.active
         self._sample(time.perf_counter() - self.origin)
@@ -78,21 +80,40 @@ class AllocationRecording:
         watch, self._watch = self._watch, None
         if watch is not None:
             watch.__exit__(*exc)
+            self._take(watch)
         self._flush()
 
-    def _listen(self, address: int, nbytes: int) -> None:
-        # inside the allocator: a few appends, no arrays
+    @property
+    def context(self) -> str:
+        """The span the program is in (set by the trace), kept with each event."""
+        return self._context
+
+    @context.setter
+    def context(self, value: str) -> None:
+        self._take(self._watch)  # what was allocated so far ran in the span that ends
+        self._context = value
+
+    def _take(self, watch: Any) -> None:
+        if isinstance(watch, ArrayAllocationWatch):
+            for event in watch.drain():
+                self._listen(event.address, event.nbytes, event.seconds - self.origin, event.frames)
+
+    def _listen_now(self, address: int, nbytes: int) -> None:
+        # a CuPy hook reports as it happens (device memory, no Python allocator involved)
+        frames = tuple(_raw_frames(sys._getframe(1))) if self.keep == "frames" and nbytes > 0 else ()
+        self._listen(address, nbytes, time.perf_counter() - self.origin, frames)
+
+    def _listen(self, address: int, nbytes: int, now: float, frames: tuple[tuple[str, int, str], ...]) -> None:
         if nbytes > 0:
             self._sizes[address] = nbytes
         elif self._sizes.pop(address, None) is None:
             return  # a block allocated before the recording
-        now = time.perf_counter() - self.origin
         self.alive += nbytes
         if self.alive > self.peak:
             self.peak = self.alive
         self._sample(now)
         if self.keep == "frames":
-            self.events.append((now, address, nbytes, self._frames() if nbytes > 0 else (), self.context))
+            self.events.append((now, address, nbytes, self._named(frames) if nbytes > 0 else (), self._context))
 
     def _sample(self, now: float) -> None:
         bucket = self._bucket
@@ -111,18 +132,26 @@ class AllocationRecording:
         if bucket[3] != bucket[1]:
             self.samples.append((bucket[2], int(bucket[3])))
 
-    def _frames(self) -> tuple[Frame, ...]:
+    def _named(self, raw: tuple[tuple[str, int, str], ...]) -> tuple[Frame, ...]:
+        """The allocating frames, innermost first, with short file names, the recorder's own left out."""
         frames = []
-        frame = sys._getframe(1)
-        while frame is not None and len(frames) < _FRAME_LIMIT:
-            code = frame.f_code
-            name = self._files.get(code.co_filename)
+        for filename, line, qualname in raw:
+            name = self._files.get(filename)
             if name is None:
-                name = self._files[code.co_filename] = _short_file(code.co_filename)
+                name = self._files[filename] = _short_file(filename)
             if not name.endswith(_SKIPPED):
-                frames.append((name, frame.f_lineno, code.co_qualname))
-            frame = frame.f_back
+                frames.append((name, line, qualname))
+                if len(frames) == _FRAME_LIMIT:
+                    break
         return tuple(frames)
+
+
+def _raw_frames(frame: Any) -> list[tuple[str, int, str]]:
+    frames = []
+    while frame is not None and len(frames) < 2 * _FRAME_LIMIT:
+        frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_qualname))
+        frame = frame.f_back
+    return frames
 
 
 def _short_file(filename: str) -> str:

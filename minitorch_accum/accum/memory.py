@@ -7,12 +7,20 @@ allocated when measuring started, in two parts:
   time, at their peak: the activations saved for backward and the temporaries. On the CPU
   NumPy's own allocator reports them: while a probe is open, array memory is allocated
   through a data-memory handler (NumPy's NEP 49 interface) that forwards every call to
-  NumPy's default handler and counts the bytes. On a GPU a CuPy memory hook counts the
-  bytes the memory pool hands out and takes back (device memory holds only arrays).
-- **total** (CPU): ``tracemalloc``'s peak, which counts the same array buffers (NumPy
-  reports them in its own tracemalloc domain, 389047) *and* every Python object: the
-  graph's nodes, closures, tuples and shape lists of one micro-batch. That part is about
-  the same for a micro-batch of 8 items or of 8,000; ``other = total - arrays``.
+  NumPy's default handler and counts the bytes (``array_tracker.py``). On a GPU a CuPy
+  memory hook counts the bytes the memory pool hands out and takes back (device memory
+  holds only arrays).
+- **total** (CPU): the same arrays *and* every Python object: the graph's nodes, closures,
+  tuples and shape lists of one micro-batch, at the peak of the two together. That part is
+  about the same for a micro-batch of 8 items or of 8,000; ``other = total - arrays``.
+
+With the native module both are counted in C++ (no Python code in any allocation, so a
+Ctrl-C never lands inside one; Python objects through a hook on PyMem's MEM and OBJ
+domains, in place only while a probe is open). Without it, arrays are counted by ctypes
+callbacks, and Python objects only when tracemalloc is already tracing (its peak is then the
+total); otherwise the total is the arrays alone and ``other_bytes`` is None. PeakMemory never
+starts tracemalloc while the array handler works: starting and stopping it around each
+probe leaked memory on CPython 3.11 (about 12 KiB per micro-batch of a small model).
 
 Parameters, the gradient arena and optimizer state already exist when a probe opens and
 are counted separately, from their arrays (``MemoryReport``).
@@ -20,16 +28,16 @@ are counted separately, from their arrays (``MemoryReport``).
 
 from __future__ import annotations
 
-import ctypes
-import itertools
 import tracemalloc
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from types import FrameType
 from typing import Any
 
+from minitorch_accum.accum.array_tracker import AllocationEvent, ArrayTracker, array_tracker
 from minitorch_accum.backend import Device, DeviceLike, parse_device
 
-__all__ = ["ArrayAllocationWatch", "MemoryReport", "PeakMemory", "array_bytes", "array_tracking_available"]
+__all__ = ["AllocationEvent", "ArrayAllocationWatch", "MemoryReport", "PeakMemory", "array_bytes",
+           "array_tracking_available", "probe_bookkeeping_running"]
 
 
 class PeakMemory:
@@ -37,35 +45,37 @@ class PeakMemory:
 
     ``array_peak_bytes``: array buffers allocated inside and alive together, at their peak
     (None on the CPU when this NumPy offers no data-memory handler). ``peak_bytes``: the peak
-    of everything (CPU: tracemalloc, arrays and Python objects; GPU: device memory, the same
-    as ``array_peak_bytes``). ``other_bytes``: ``peak_bytes - array_peak_bytes``, the Python
-    objects and other host allocations (0 on a GPU, None when arrays are not measured).
+    of everything (CPU: arrays and Python objects together; GPU: device memory, the same as
+    ``array_peak_bytes``). ``other_bytes``: ``peak_bytes - array_peak_bytes``, the Python
+    objects (0 on a GPU; None when arrays or objects are not measured apart, see the module
+    docstring).
     """
 
     def __init__(self, device: DeviceLike = "cpu") -> None:
         self.device: Device = parse_device(device)
         self.peak_bytes = 0
         self.array_peak_bytes: int | None = 0
-        self._started_tracing = False
+        self._objects_counted = True
         self._hook: Any = None
-        self._counter: _Counter | None = None
+        self._tracker: ArrayTracker | None = None
+        self._token: Any = None
+        self._tracing: _TracemallocPeak | None = None
 
     @property
     def other_bytes(self) -> int | None:
-        if self.array_peak_bytes is None:
+        if self.array_peak_bytes is None or not self._objects_counted:
             return None
-        # a buffer that existed before the probe and was freed inside it lowers tracemalloc's
-        # level but is not one of the probe's arrays: the difference can dip below zero
+        # with tracemalloc's total, a buffer that existed before the probe and was freed inside
+        # it lowers the level but is not one of the probe's arrays: the difference can dip below 0
         return max(0, self.peak_bytes - self.array_peak_bytes)
 
     def __enter__(self) -> PeakMemory:
         if self.device.kind == "cpu":
-            if not tracemalloc.is_tracing():
-                tracemalloc.start()
-                self._started_tracing = True
-            self._baseline = tracemalloc.get_traced_memory()[0]
-            tracemalloc.reset_peak()
-            self._counter = _TRACKER.open() if _TRACKER.available() else None
+            self._tracker = array_tracker()
+            if self._tracker is None or not self._tracker.counts_objects:
+                # no tracker at all: tracemalloc is the only measure, started if need be
+                self._tracing = _TracemallocPeak.open(start=self._tracker is None)
+            self._token = self._tracker.open() if self._tracker is not None else None
         else:
             self._hook = _cupy_peak_hook()
             self._hook.__enter__()
@@ -73,234 +83,109 @@ class PeakMemory:
 
     def __exit__(self, *exc: object) -> None:
         if self.device.kind == "cpu":
-            _, peak = tracemalloc.get_traced_memory()
-            self.peak_bytes = max(0, peak - self._baseline)
-            if self._counter is not None:
-                _TRACKER.close(self._counter)
-                self.array_peak_bytes = self._counter.peak
-            else:
-                self.array_peak_bytes = None
-            if self._started_tracing:
-                tracemalloc.stop()
+            arrays, total = None, None
+            if self._tracker is not None:
+                arrays, total = self._tracker.close(self._token)
+                self._token = None
+            if self._tracing is not None:
+                total = self._tracing.close()
+                self._tracing = None
+            self.array_peak_bytes = arrays
+            self._objects_counted = total is not None
+            self.peak_bytes = total if total is not None else (arrays or 0)
         else:
             self._hook.__exit__(*exc)
             self.peak_bytes = self.array_peak_bytes = self._hook.peak
 
 
 class ArrayAllocationWatch:
-    """Context manager telling ``listener(address, nbytes)`` of every NumPy array buffer allocated
-    inside it (``nbytes`` > 0) and, while it is still open, of the freeing of each of those
-    (``-nbytes``): the events a memory timeline is drawn from. ``active`` is False when this
-    NumPy offers no data-memory handler (nothing is reported then). The listener runs inside
-    NumPy's allocator, with the GIL held: it must be quick and must not allocate arrays."""
+    """Every NumPy array buffer allocated while the watch is open, and the free of each of those
+    while it is still open, as ``AllocationEvent``s handed out by ``drain()`` (oldest first): what
+    a memory timeline is drawn from. ``frames=True`` adds the Python frames that allocated each.
 
-    def __init__(self, listener: Callable[[int, int], None]) -> None:
-        self.listener = listener
+    With the native module the events are logged in C++ (no Python code in the allocator, so a
+    signal never lands there); drain often enough (at every span, say) that the log stays small.
+    ``active`` is False when this NumPy offers no data-memory handler (nothing is recorded).
+    One watch at a time; it nests with PeakMemory probes."""
+
+    def __init__(self, frames: bool = False) -> None:
+        self.frames = frames
         self.active = False
-        self._counter: _Counter | None = None
+        self._tracker: ArrayTracker | None = None
+        self._token: Any = None
+        self._left: list[AllocationEvent] = []
 
     def __enter__(self) -> ArrayAllocationWatch:
-        if _TRACKER.available():
-            self._counter = _TRACKER.open()
-            self._counter.listener = self.listener
+        self._tracker = array_tracker()
+        if self._tracker is not None:
+            self._token = self._tracker.open_watch(self.frames)
             self.active = True
         return self
 
+    def drain(self) -> list[AllocationEvent]:
+        """The events since the last drain (after the watch closed: those it had not handed out)."""
+        left, self._left = self._left, []
+        if self._tracker is None or self._token is None:
+            return left
+        return left + self._tracker.drain(self._token)
+
     def __exit__(self, *exc: object) -> None:
-        if self._counter is not None:
-            _TRACKER.close(self._counter)
-            self._counter.listener = None
-            self._counter = None
+        if self._tracker is not None and self._token is not None:
+            self._left += self._tracker.drain(self._token)
+            self._tracker.close_watch(self._token)
+            self._token = None
+
+
+class _TracemallocPeak:
+    """tracemalloc's peak above the level at ``open``: it counts Python objects and, in NumPy's
+    domain, the same array buffers. Only when tracemalloc is tracing already, or when asked to
+    start it (then it is stopped at ``close``)."""
+
+    def __init__(self, started: bool) -> None:
+        self.started = started
+        self.baseline = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+
+    @classmethod
+    def open(cls, start: bool) -> _TracemallocPeak | None:
+        if tracemalloc.is_tracing():
+            return cls(started=False)
+        if not start:
+            return None
+        tracemalloc.start()
+        return cls(started=True)
+
+    def close(self) -> int:
+        _, peak = tracemalloc.get_traced_memory()
+        if self.started:
+            tracemalloc.stop()
+        return max(0, peak - self.baseline)
 
 
 def array_tracking_available() -> bool:
     """Whether array bytes can be measured apart from Python objects on the CPU (NumPy >= 1.22)."""
-    return _TRACKER.available()
+    return array_tracker() is not None
 
 
-# ------------------------------------------------------------------ NumPy's allocator
-class _Allocator(ctypes.Structure):
-    """NumPy's PyDataMemAllocator (ndarraytypes.h): a context and the addresses of malloc,
-    calloc, realloc and free (ctx, size...) functions."""
-
-    _fields_ = [(name, ctypes.c_void_p) for name in ("ctx", "malloc", "calloc", "realloc", "free")]
-
-
-class _Handler(ctypes.Structure):
-    """NumPy's PyDataMem_Handler: a name, version 1, the allocator."""
-
-    _fields_ = [("name", ctypes.c_char * 127), ("version", ctypes.c_uint8), ("allocator", _Allocator)]
-
-
-# slots of NumPy's C-API table (numpy/__multiarray_api.h, fixed since NumPy 1.22)
-_SET_HANDLER, _GET_HANDLER = 304, 305
-_HANDLER_NAME = b"minitorch_accum_array_bytes"
-
-_MALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
-_CALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
-_REALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
-_FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+def probe_bookkeeping_running(frame: FrameType | None) -> bool:
+    """Whether ``frame`` (given to a signal handler) is, or is called from, a probe's own
+    bookkeeping: opening or closing one, or (without the native module) a ctypes allocator
+    callback. An exception raised there would leave a probe open or an allocation half done
+    (ctypes swallows it), so a signal handler that raises should defer instead."""
+    tracker = array_tracker()
+    own = {PeakMemory.__enter__.__code__, PeakMemory.__exit__.__code__}
+    for _ in range(_BOOKKEEPING_DEPTH):
+        if frame is None:
+            return False
+        if frame.f_code in own or (tracker is not None and tracker.runs_python_in(frame)):
+            return True
+        frame = frame.f_back
+    return False
 
 
-class _Counter:
-    """The bytes one open probe has seen allocated and not yet freed, and their peak; a watch's
-    listener is told of each of its allocations and frees as well."""
-
-    __slots__ = ("current", "listener", "peak", "previous_handler", "since")
-
-    def __init__(self, since: int) -> None:
-        self.current = 0
-        self.peak = 0
-        self.since = since  # allocations numbered above this one belong to the probe
-        self.previous_handler: Any = None
-        self.listener: Callable[[int, int], None] | None = None
-
-
-class _ArrayTracker:
-    """A NEP 49 data-memory handler that forwards to NumPy's default handler, counting.
-
-    NumPy keeps the current handler in a context variable, so installing it while a probe is
-    open affects only the thread that opened it; NumPy calls it with the GIL held. An array
-    remembers the handler that allocated it and is freed through it even after the probe has
-    closed, as late as interpreter shutdown, when calling into Python is no longer safe. So the
-    handler's function table holds the counting Python callbacks only while a probe is open;
-    otherwise it holds NumPy's own C functions, and a late free never enters Python. Probes are
-    meant for one thread at a time: an open probe counts the arrays of any thread that opened
-    one too.
-    """
-
-    def __init__(self) -> None:
-        self._checked: bool | None = None
-        self._open: list[_Counter] = []
-        self._serial = itertools.count(1)
-
-    def available(self) -> bool:
-        if self._checked is None:
-            try:
-                self._install()
-                self._checked = True
-            except (AttributeError, ImportError, OSError, ValueError, TypeError):
-                self._checked = False
-        return self._checked
-
-    def _install(self) -> None:
-        import atexit
-
-        import numpy as np
-
-        core = getattr(np, "_core", None) or np.core  # NumPy 2 renamed the package
-        api = ctypes.pythonapi
-        api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-        api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-        api.PyCapsule_New.restype = ctypes.py_object
-        api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-        table = ctypes.cast(api.PyCapsule_GetPointer(core._multiarray_umath._ARRAY_API, None),
-                            ctypes.POINTER(ctypes.c_void_p))
-        # PYFUNCTYPE: these calls keep the GIL (they read and set a context variable)
-        set_handler = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(table[_SET_HANDLER])
-        base = _Handler.from_address(api.PyCapsule_GetPointer(ctypes.PYFUNCTYPE(ctypes.py_object)(
-            table[_GET_HANDLER])(), b"mem_handler"))
-        if base.name.decode() != core.multiarray.get_handler_name() or base.version != 1:
-            raise ValueError("NumPy's C-API table does not hold the data-memory handler functions where expected")
-        forwarding = tuple(getattr(base.allocator, name) for name, _ in _Allocator._fields_)
-        base_ctx = base.allocator.ctx
-        # NumPy's functions, called from the callbacks without releasing the GIL (PYFUNCTYPE):
-        # they are plain C, and the callbacks run with the GIL held
-        base_malloc = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p,
-                                        ctypes.c_size_t)(base.allocator.malloc)
-        base_calloc = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                                        ctypes.c_size_t)(base.allocator.calloc)
-        base_realloc = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                         ctypes.c_size_t)(base.allocator.realloc)
-        base_free = ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)(base.allocator.free)
-        live: dict[int, tuple[int, int]] = {}  # pointer -> (bytes, serial number of the allocation)
-        open_counters = self._open
-        serial = self._serial
-
-        def counted(pointer: int | None, size: int) -> None:
-            if pointer:
-                number = next(serial)
-                live[pointer] = (size, number)
-                for counter in open_counters:
-                    counter.current += size
-                    if counter.current > counter.peak:
-                        counter.peak = counter.current
-                    if counter.listener is not None:
-                        counter.listener(pointer, size)
-
-        def released(pointer: int | None) -> None:
-            entry = live.pop(pointer, None) if pointer else None
-            if entry is not None:
-                size, number = entry
-                for counter in open_counters:
-                    if number > counter.since:  # a probe opened later never counted it
-                        counter.current -= size
-                        if counter.listener is not None:
-                            counter.listener(pointer, -size)
-
-        def malloc(ctx: int, size: int) -> int | None:
-            pointer = base_malloc(base_ctx, size)
-            counted(pointer, size)
-            return pointer
-
-        def calloc(ctx: int, count: int, size: int) -> int | None:
-            pointer = base_calloc(base_ctx, count, size)
-            counted(pointer, count * size)
-            return pointer
-
-        def realloc(ctx: int, pointer: int | None, size: int) -> int | None:
-            moved = base_realloc(base_ctx, pointer, size)
-            if moved:  # on failure the old block stays allocated and counted
-                released(pointer)
-                counted(moved, size)
-            return moved
-
-        def free(ctx: int, pointer: int | None, size: int) -> None:
-            released(pointer)
-            base_free(base_ctx, pointer, size)
-
-        self._callbacks = (_MALLOC(malloc), _CALLOC(calloc), _REALLOC(realloc), _FREE(free))  # kept alive
-        counting = (base_ctx, *(ctypes.cast(f, ctypes.c_void_p).value for f in self._callbacks))
-        self._tables = {"counting": counting, "forwarding": forwarding}
-        self._struct = _Handler(_HANDLER_NAME, 1, _Allocator(*forwarding))
-        self._capsule = api.PyCapsule_New(ctypes.addressof(self._struct), b"mem_handler", None)
-        self._set_handler = set_handler
-        self._live = live
-        # a probe left open at exit (an uncaught signal) must not leave Python callbacks behind
-        atexit.register(self._use, "forwarding")
-        # one round trip proves the slots: NumPy must now name this handler
-        previous = set_handler(self._capsule)
-        try:
-            if core.multiarray.get_handler_name() != _HANDLER_NAME.decode():
-                raise ValueError("NumPy did not take the array-counting data-memory handler")
-        finally:
-            set_handler(previous)
-
-    def _use(self, table: str) -> None:
-        for (name, _), address in zip(_Allocator._fields_, self._tables[table], strict=True):
-            setattr(self._struct.allocator, name, address)
-
-    def open(self) -> _Counter:
-        if not self._open:
-            # pointers left from earlier probes were freed, or will be, by NumPy's own free
-            # while no probe was open: they concern no probe from now on
-            self._live.clear()
-            self._use("counting")
-        # allocations numbered after this one are the probe's (a number no allocation will use)
-        counter = _Counter(since=next(self._serial))
-        self._open.append(counter)
-        counter.previous_handler = self._set_handler(self._capsule)
-        return counter
-
-    def close(self, counter: _Counter) -> None:
-        self._set_handler(counter.previous_handler)
-        counter.previous_handler = None
-        self._open.remove(counter)
-        if not self._open:
-            self._use("forwarding")
-
-
-_TRACKER = _ArrayTracker()
+# PeakMemory.__enter__ -> tracker.open -> memory_counter.open_probe -> dispatch.native: the
+# deepest Python frame under a probe's bookkeeping is four calls down
+_BOOKKEEPING_DEPTH = 6
 
 
 def _cupy_peak_hook() -> Any:

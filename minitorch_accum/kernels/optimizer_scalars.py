@@ -3,7 +3,8 @@
 Every path (NumPy reference, native, emulated, CuPy) receives the same
 scalars object and rounds each field once to the parameter dtype, so the
 steps agree bit for bit. The formulas follow PyTorch's SGD and AdamW; the
-arguments are checked here, once, for every path.
+arguments are checked here, once, for every path (every scalar finite: a NaN or
+infinite rate, decay, momentum or scale would write NaN into every parameter).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
-from minitorch_accum.kernels.validation import real_number
+from minitorch_accum.kernels.validation import finite_number, real_number
 
 __all__ = ["AdamScalars", "SgdScalars", "adam_scalars", "sgd_scalars"]
 
@@ -62,16 +63,16 @@ def sgd_scalars(
     first_step: bool,
 ) -> SgdScalars:
     """The scalars of one SGD step; errors name ``kernel``."""
-    momentum = real_number(kernel, "momentum", momentum)
-    dampening = real_number(kernel, "dampening", dampening)
+    momentum = finite_number(kernel, "momentum", momentum)
+    dampening = finite_number(kernel, "dampening", dampening)
     if nesterov and (momentum <= 0 or dampening != 0):
         raise ValueError(f"{kernel}: nesterov needs momentum > 0 and dampening == 0")
     return SgdScalars(
-        lr=real_number(kernel, "lr", lr),
+        lr=finite_number(kernel, "lr", lr),
         momentum=momentum,
         dampening_complement=1.0 - dampening,
-        weight_decay=real_number(kernel, "weight_decay", weight_decay),
-        grad_scale=real_number(kernel, "grad_scale", grad_scale),
+        weight_decay=finite_number(kernel, "weight_decay", weight_decay),
+        grad_scale=finite_number(kernel, "grad_scale", grad_scale),
         nesterov=bool(nesterov),
         first_step=bool(first_step),
     )
@@ -105,8 +106,8 @@ def adam_scalars(
     decoupled: bool,
 ) -> AdamScalars:
     """The scalars of one AdamW (decoupled) or Adam-L2 step; errors name ``kernel``."""
-    lr = real_number(kernel, "lr", lr)
-    weight_decay = real_number(kernel, "weight_decay", weight_decay)
+    lr = finite_number(kernel, "lr", lr)
+    weight_decay = finite_number(kernel, "weight_decay", weight_decay)
     beta1, beta2 = _beta(kernel, "beta1", beta1), _beta(kernel, "beta2", beta2)
     step = _step(kernel, step)
     return AdamScalars(
@@ -118,7 +119,7 @@ def adam_scalars(
         beta2_complement=1.0 - beta2,
         step_size=lr / (1.0 - beta1**step),
         bias_correction2_sqrt=math.sqrt(1.0 - beta2**step),
-        eps=real_number(kernel, "eps", eps),
-        grad_scale=real_number(kernel, "grad_scale", grad_scale),
+        eps=finite_number(kernel, "eps", eps),
+        grad_scale=finite_number(kernel, "grad_scale", grad_scale),
         decoupled=bool(decoupled),
     )

@@ -13,6 +13,7 @@ overlaps over all of them at once.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -36,6 +37,7 @@ __all__ = [
     "check_norm",
     "check_step",
     "describe",
+    "finite_number",
     "real_number",
     "roles",
 ]
@@ -58,6 +60,15 @@ def real_number(kernel: str, name: str, value: Any) -> float:
     if isinstance(value, numbers.Real):
         return float(value)
     raise TypeError(f"{kernel}: {name} must be a real number, got {type(value).__qualname__}")
+
+
+def finite_number(kernel: str, name: str, value: Any) -> float:
+    """``real_number`` that is finite: ValueError naming the kernel and the argument for NaN or an
+    infinity (an optimizer step would write NaN into every parameter)."""
+    number = real_number(kernel, name, value)
+    if not math.isfinite(number):
+        raise ValueError(f"{kernel}: {name} must be finite, got {number!r}")
+    return number
 
 
 def roles(names: Sequence[str], index: int | None) -> list[str]:

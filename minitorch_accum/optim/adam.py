@@ -47,6 +47,9 @@ class Adam(Optimizer):
         """The two moments, exp_avg and exp_avg_sq."""
         return 2
 
+    def state_array_slots(self, settings: dict[str, Any]) -> tuple[str, ...]:
+        return ("exp_avg", "exp_avg_sq")
+
     def _update(self, entries: list[UpdateEntry], settings: dict[str, Any], grad_scale: float) -> None:
         def step_of(name: str, _: Any) -> int:
             return int(self.state.get(name, {}).get("step", 0))

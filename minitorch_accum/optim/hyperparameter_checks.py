@@ -6,11 +6,12 @@ Each returns the value as a float (or raises a ValueError that names the hyperpa
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-__all__ = ["check_number", "check_positive", "check_range", "params_or_lr"]
+__all__ = ["check_flag", "check_number", "check_positive", "check_range", "params_or_lr"]
 
 
 def params_or_lr(optimizer: str, params: Any, lr: float | None) -> tuple[Any, float | None]:
@@ -25,10 +26,20 @@ def params_or_lr(optimizer: str, params: Any, lr: float | None) -> tuple[Any, fl
 
 
 def check_number(name: str, value: Any) -> float:
-    """``value`` as a float; a bool or anything but a real number is refused."""
+    """``value`` as a float; a bool, anything but a real number, NaN and the infinities are refused
+    (a NaN or infinite rate, decay or momentum turns every parameter into NaN)."""
     if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
         raise ValueError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
     return float(value)
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """``value`` as a bool: True or False (NumPy's too), or the ints 1 and 0."""
+    if isinstance(value, bool | np.bool_) or (isinstance(value, int | np.integer) and value in (0, 1)):
+        return bool(value)
+    raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 def check_positive(name: str, value: float) -> float:

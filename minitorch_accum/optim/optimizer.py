@@ -143,8 +143,15 @@ class Optimizer(ABC):
         ``grads`` is a Gradients container or an Accumulator. A window marked
         non-finite is skipped: no parameter or state changes, ``skipped_steps`` grows.
         ``lr`` scales every group's rate by ``lr / self.lr`` (see the module docstring).
+        Gradients none of which is of a parameter of ``model`` (another model's) are a
+        ValueError naming the model; no step is counted.
         """
         window = gradient_window(grads)
+        if window.arrays and not any(window.get(p) is not None for _, p in model.named_parameters()):
+            raise ValueError(
+                f"{self._name}.step: none of the {len(window.arrays)} gradients of the {type(grads).__name__} "
+                f"belongs to a parameter of the {type(model).__name__} given ({len(model.parameters())} "
+                "parameters): they were computed for another model; pass that model")
         if window.skip:
             self.skipped_steps += 1
             return model
@@ -198,6 +205,12 @@ class Optimizer(ABC):
     def _update(self, entries: list[UpdateEntry], settings: dict[str, Any], grad_scale: float) -> None:
         """Apply the update rule with one group's ``settings`` to its entries, each gradient
         taken times ``grad_scale``."""
+
+    def state_array_slots(self, settings: dict[str, Any]) -> tuple[str, ...] | None:
+        """The arrays this optimizer keeps for each parameter it has stepped, under one group's
+        ``settings`` (a float32 master copy of a 16-bit parameter comes on top, ``"master"``), so a
+        checkpoint's state can be checked complete; None when a subclass does not say."""
+        return None
 
     @abstractmethod
     def state_slots(self) -> int:

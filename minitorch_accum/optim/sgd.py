@@ -6,7 +6,7 @@ from typing import Any
 
 from minitorch_accum import kernels
 from minitorch_accum.optim.fused_groups import group_for_fused_step
-from minitorch_accum.optim.hyperparameter_checks import check_positive, check_range, params_or_lr
+from minitorch_accum.optim.hyperparameter_checks import check_flag, check_positive, check_range, params_or_lr
 from minitorch_accum.optim.optimizer import Optimizer, UpdateEntry
 
 __all__ = ["SGD"]
@@ -38,7 +38,7 @@ class SGD(Optimizer):
             "lr": check_positive("lr", h["lr"]),
             "momentum": check_range("momentum", h["momentum"], 0.0, 1.0),
             "weight_decay": check_range("weight_decay", h["weight_decay"], 0.0, float("inf")),
-            "nesterov": bool(h["nesterov"]),
+            "nesterov": check_flag("nesterov", h["nesterov"]),
             "dampening": check_range("dampening", h["dampening"], 0.0, 1.0 + 1e-12),
         }
         if checked["nesterov"] and (checked["momentum"] == 0.0 or checked["dampening"] != 0.0):
@@ -48,6 +48,9 @@ class SGD(Optimizer):
     def state_slots(self) -> int:
         """One momentum buffer per parameter when any group uses momentum, none otherwise."""
         return int(any(group["momentum"] != 0.0 for group in self.param_groups))
+
+    def state_array_slots(self, settings: dict[str, Any]) -> tuple[str, ...]:
+        return ("momentum_buffer",) if settings["momentum"] != 0.0 else ()
 
     def _update(self, entries: list[UpdateEntry], settings: dict[str, Any], grad_scale: float) -> None:
         uses_momentum = settings["momentum"] != 0.0

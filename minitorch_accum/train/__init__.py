@@ -18,7 +18,7 @@ from minitorch_accum.train.run_lock import RunLock, RunLockedError
 from minitorch_accum.train.run_settings import SettingsMismatchError
 from minitorch_accum.train.settings import SETTINGS, LearnerConfig, Setting
 from minitorch_accum.train.step import Classifier, TrainOutput, ValidOutput
-from minitorch_accum.train.stop_request import TrainingInterrupted
+from minitorch_accum.train.stop_request import TrainingAborted, TrainingInterrupted
 
 __all__ = [
     "SETTINGS",
@@ -41,6 +41,7 @@ __all__ = [
     "Setting",
     "SettingsMismatchError",
     "TrainOutput",
+    "TrainingAborted",
     "TrainingInterrupted",
     "ValidOutput",
     "check_run_directory",

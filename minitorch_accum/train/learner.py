@@ -186,7 +186,9 @@ class Learner:
         it; a new run into a directory that already holds one is refused unless ``overwrite``
         (which removes only what this library wrote there). One run at a time holds the
         directory's lock. Ctrl-C or SIGTERM finishes the micro-batch (data-parallel: the
-        window), saves a checkpoint and raises TrainingInterrupted (a KeyboardInterrupt).
+        window), saves a checkpoint and raises TrainingInterrupted (a KeyboardInterrupt); a
+        second Ctrl-C before that checkpoint is saved raises TrainingAborted at once, without
+        one (``train/stop_request.py``).
 
         Data-parallel, every rank first checks that all ranks mean the same run (settings, data,
         model: ``train/run_agreement.py``) and raises the same RanksDisagreeError otherwise."""
@@ -272,6 +274,7 @@ class Learner:
                     continue  # restored with the window
                 self._position = (epoch, index)
                 self._micro_batch(loader.batch(epoch, index), closes_window=index == window.batches[-1])
+                self._stop.abort_if_pending()  # a second Ctrl-C deferred out of a memory probe
                 progress.micro_batch(self.step, acc.micro_step, k)
                 self._position = (epoch, index + 1)
                 if self.world_size == 1 and index + 1 < window.stop:
@@ -312,6 +315,7 @@ class Learner:
         saved_at, path = self.checkpoints.last_saved
         if saved_at != (self.step, epoch, next_batch):  # not saved here already (a periodic checkpoint)
             path = self.checkpoints.save(epoch, next_batch)
+        self._stop.saved()
         progress.message(f"interrupted: saved {path}; resume with fit(..., resume=True) or maccum train --resume")
         raise TrainingInterrupted(signum, path, self.step, self.comm if self.data_parallel is not None else None)
 

@@ -10,6 +10,7 @@ made with other settings (``train/run_settings.py``) unless that is allowed.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed.checkpoint_broadcast import gather_json, share_checkpoint
 from minitorch_accum.durable_files import describe_os_error, replace_file_atomically
 from minitorch_accum.train.checkpoint import FileCheckpointer
+from minitorch_accum.train.checkpoint_contents import check_checkpoint_contents, check_checkpoint_record
 from minitorch_accum.train.progress import Progress
 from minitorch_accum.train.run_directory import RunDirectoryError
 from minitorch_accum.train.run_settings import (
@@ -142,13 +144,16 @@ class LearnerCheckpoints:
         learner = self.learner
         loaded = None
         if learner.is_main:
-            checkpoint = self.checkpointer.load_checkpoint(require=("model", "optimizer", "accumulator"))
-            if checkpoint.message is not None:
-                notes.append(checkpoint.message)  # latest was damaged: an older intact one is used
+            checkpoint = self.checkpointer.load_checkpoint(require=("model", "optimizer", "accumulator"),
+                                                           set_aside_damaged=True)
+            if checkpoint.message is not None:  # latest was damaged (kept aside): an older intact one is used
+                print(checkpoint.message, file=sys.stderr, flush=True)  # whatever the progress mode
             loaded = (checkpoint.arrays, checkpoint.state)
             self.restored_from = checkpoint.path
         arrays, state = share_checkpoint(learner.comm, loaded) if learner.world_size > 1 else loaded
+        check_checkpoint_record(state, self.restored_from)  # keys and types, before anything reads them
         self.adopt_settings(state, loader, progress)
+        check_checkpoint_contents(learner, arrays, state, loader, self.restored_from)  # before loading any
         learner.step_model.load_record(arrays["model"])
         opt = state["optimizer"]
         slots: dict[str, dict[str, Any]] = {name: dict(values) for name, values in opt["scalars"].items()}

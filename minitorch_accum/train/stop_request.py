@@ -7,11 +7,18 @@ every rank stops at the end of the window whose facts carry a request (``stop_ag
 same signal (``agreed_signal``), so all save one checkpoint together and exit with one status.
 A rank that acted alone would save (a collective) while the others went on into the next
 window's reduction: both would wait for ever.
-"""
+
+A second Ctrl-C before that checkpoint is saved stops at once, without one (TrainingAborted,
+exit status 130), saying so on stderr: the user asked twice, and the last checkpoint saved
+is intact, since a save is atomic. After it is saved, a second Ctrl-C is ignored with a
+message (the stop is already under way and nothing is left to lose). Its exception is never
+raised inside a memory probe's own bookkeeping (which the native module keeps free of
+Python code; the ctypes fallback is not): there it waits for the micro-batch to end."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -19,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from minitorch_accum.accum.memory import probe_bookkeeping_running
 from minitorch_accum.distributed import Communicator
 
-__all__ = ["StopRequest", "TrainingInterrupted"]
+__all__ = ["StopRequest", "TrainingAborted", "TrainingInterrupted"]
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -47,14 +55,45 @@ class TrainingInterrupted(KeyboardInterrupt):
         return 128 + self.signum
 
 
+class TrainingAborted(KeyboardInterrupt):
+    """fit() stopped at once on a second Ctrl-C, without saving a checkpoint (the window may
+    have been half-written); a resume goes on from the last checkpoint saved."""
+
+    exit_status = 130
+
+    def __init__(self) -> None:
+        super().__init__("stopped at once by a second Ctrl-C, without saving a checkpoint; "
+                         "a resume goes on from the last checkpoint saved")
+
+
+def _say(text: str) -> None:
+    # straight to the file descriptor: a signal handler may run while sys.stderr is mid-write
+    with contextlib.suppress(OSError):
+        os.write(2, (text + "\n").encode())
+
+
 class StopRequest:
     """Ctrl-C or SIGTERM during fit: remembered, acted on at the next safe point.
 
-    A second Ctrl-C stops at once (without a checkpoint, since the window may then be
-    half-written)."""
+    A second Ctrl-C stops at once, without a checkpoint, or, once the stop's checkpoint is
+    saved (``saved()``), is ignored with a message (see the module docstring)."""
 
     def __init__(self) -> None:
         self.signal: int | None = None
+        #: a second Ctrl-C came while a probe's bookkeeping ran: raise at the micro-batch's end
+        self.abort_pending = False
+        self._saved = False
+        self._leaving = False
+
+    def saved(self) -> None:
+        """The checkpoint of this stop is written: a second Ctrl-C from now on is ignored."""
+        self._saved = True
+
+    def abort_if_pending(self) -> None:
+        """Raise the TrainingAborted that a second Ctrl-C deferred (call it between micro-batches)."""
+        if self.abort_pending:
+            self.abort_pending = False
+            raise TrainingAborted
 
     def agreed_signal(self, comm: Communicator) -> int:
         """The signal every rank stops with (a collective: every rank calls it at the same window
@@ -73,13 +112,26 @@ class StopRequest:
             return
 
         def handler(signum: int, frame: Any) -> None:
-            if self.signal is not None and signum == signal.SIGINT:
-                raise KeyboardInterrupt
-            self.signal = signum
+            if self.signal is None or signum != signal.SIGINT:
+                self.signal = signum
+                return
+            if self._saved or self._leaving:
+                _say("Ctrl-C again: ignored, the run is already stopping"
+                     + (" (its checkpoint is saved)" if self._saved else ""))
+                return
+            if self.abort_pending:
+                return  # said so already
+            _say(f"Ctrl-C again: {TrainingAborted()}")
+            if probe_bookkeeping_running(frame):
+                self.abort_pending = True  # raised when the micro-batch ends
+                return
+            raise TrainingAborted
 
+        self._saved = self._leaving = self.abort_pending = False
         previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield
         finally:
+            self._leaving = True  # a late Ctrl-C must not cut the restoring short
             for sig, old in previous.items():
                 signal.signal(sig, old)

@@ -3,7 +3,9 @@ on arrays whose sizes are known; k micro-batches of b cost 1/k of one batch of k
 
 from __future__ import annotations
 
+import textwrap
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -130,3 +132,87 @@ def test_arrays_of_a_probe_still_alive_at_interpreter_exit_are_freed_quietly() -
                "class Holder:\n    pass\nHolder.arrays = kept\n")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_python_objects_are_counted_apart_from_arrays_and_nothing_stays_tracked() -> None:
+    from minitorch_accum.kernels import memory_counter
+
+    if not memory_counter.available():
+        pytest.skip("the native memory counter is not built")
+    with PeakMemory() as outer:
+        a = np.empty(50_000, dtype=np.uint8)
+        with PeakMemory() as inner:
+            objects = [str(i) * 3 for i in range(10_000)]  # ~60 bytes each, no array
+        del objects
+    assert inner.array_peak_bytes == 0 and inner.other_bytes > 10_000 * 40
+    assert outer.array_peak_bytes == 50_000 and outer.other_bytes >= inner.other_bytes
+    # the hook on Python's allocator is gone and the tables are empty once no probe is open
+    assert memory_counter.counter_state() == {"open_probes": 0, "tracked_blocks": 0, "objects_hooked": False}
+    del a
+
+
+def test_tracemalloc_started_inside_a_probe_keeps_both_measures_working() -> None:
+    from minitorch_accum.kernels import memory_counter
+
+    if not memory_counter.available():
+        pytest.skip("the native memory counter is not built")
+    with PeakMemory() as probe:
+        tracemalloc.start()  # hooks over the counter's hook, which must then stay in the chain
+        kept = [np.empty(1000, dtype=np.uint8) for _ in range(3)]
+        objects = [f"y{i}" * 3 for i in range(1000)]
+    assert probe.array_peak_bytes == 3000 and probe.other_bytes > 1000 * 40
+    assert memory_counter.counter_state()["objects_hooked"]  # under tracemalloc's hook: left there
+    traced = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()  # puts the counter's hook back on top
+    assert traced > 0
+    with PeakMemory() as again:
+        more = [f"x{i}" * 3 for i in range(1000)]  # strings: no free list hides them (tuples have one)
+    assert again.array_peak_bytes == 0 and again.other_bytes > 1000 * 40
+    assert not memory_counter.counter_state()["objects_hooked"]
+    del kept, objects, more
+
+
+def test_a_signal_handler_never_runs_inside_the_array_allocator(tmp_path: Path) -> None:
+    # a handler that raises, run inside a ctypes allocator callback, cannot propagate: ctypes
+    # prints "Exception ignored on calling ctypes callback function" and NumPy's allocation goes
+    # wrong. Ticks every 50 us, raising anywhere but in the script's own bookkeeping, land in
+    # allocations most of the time; each must arrive as an ordinary exception outside the allocator
+    import subprocess
+    import sys
+
+    from minitorch_accum.kernels import memory_counter
+
+    if not memory_counter.available():  # the ctypes fallback runs Python in the allocator: it cannot
+        pytest.skip("the native memory counter is not built")
+    script = tmp_path / "ticks.py"
+    script.write_text(textwrap.dedent("""
+        import signal
+        import numpy as np
+        from minitorch_accum.accum import PeakMemory
+
+        class Tick(Exception):
+            pass
+
+        def tick(signum, frame):
+            if frame is not None and frame.f_code.co_filename != __file__:  # never in the loop below
+                raise Tick
+
+        namespace = {"np": np, "PeakMemory": PeakMemory}
+        exec(compile("def work():\\n    with PeakMemory():\\n        for _ in range(200):\\n"
+                     "            np.empty(64)\\n", "<work>", "exec"), namespace)
+        namespace["work"]()  # the tracker is set up before the ticks start
+        signal.signal(signal.SIGALRM, tick)
+        caught = 0
+        signal.setitimer(signal.ITIMER_REAL, 5e-5, 5e-5)
+        while caught < 300:
+            try:
+                namespace["work"]()
+            except Tick:
+                caught += 1
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        print(caught)
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Exception ignored" not in done.stderr, done.stderr[-2000:]
+    assert done.stdout.split() == ["300"]

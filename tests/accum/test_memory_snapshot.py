@@ -7,6 +7,7 @@ import pickle
 import pickletools
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -48,16 +49,31 @@ def recorded_window(k: int, rows: int, label: str) -> AccumulationTrace:
     return trace
 
 
+def _allocate_here() -> np.ndarray:
+    return np.ones(700)
+
+
 def test_the_watch_reports_each_array_allocated_inside_and_its_free() -> None:
     before = np.ones(1000)
-    seen: list[tuple[int, int]] = []
-    with ArrayAllocationWatch(lambda address, nbytes: seen.append((address, nbytes))) as watch:
+    with ArrayAllocationWatch(frames=True) as watch:
         made = np.ones(3000)
         address = made.__array_interface__["data"][0]
         del made
         del before  # allocated before the watch: not its business
         kept = np.zeros(500)
-    assert watch.active
+        early = watch.drain()
+        framed = _allocate_here()
+    events = early + watch.drain()
+    seen = [(e.address, e.nbytes) for e in events]
+    assert watch.active and watch.drain() == []
+    times = [e.seconds for e in events]
+    assert times == sorted(times) and all(abs(t - time.perf_counter()) < 60 for t in times)
+    inner = next(e for e in events if e.address == framed.__array_interface__["data"][0])
+    names = [name for _, _, name in inner.frames]  # innermost first: numpy's ones, then its caller
+    assert names[0] == "ones" and names[1] == "_allocate_here" and names[2].startswith("test_the_watch")
+    assert inner.frames[1][0] == __file__
+    assert all(e.frames == () for e in events if e.nbytes < 0)
+    seen.remove((framed.__array_interface__["data"][0], 700 * 8))
     assert (address, 3000 * 8) in seen and (address, -3000 * 8) in seen
     assert (kept.__array_interface__["data"][0], 500 * 8) in seen
     assert all(abs(n) != 1000 * 8 for _, n in seen)
@@ -144,3 +160,28 @@ def test_pytorch_memory_viz_reads_the_snapshot(tmp_path: Path) -> None:
     stats = memory_viz("stats")  # segsum
     assert f"segments: {len(snapshot['segments'])}" in stats
     assert f"total_allocated: {Bytes(alive)}" in stats and f"total_reserved: {Bytes(alive)}" in stats
+
+
+def test_the_fallback_trackers_watch_logs_the_same_events() -> None:
+    # without the native module the ctypes tracker records the watch's events itself
+    from minitorch_accum.accum.array_tracker import numpy_handler_slots
+    from minitorch_accum.accum.python_array_tracker import PythonArrayTracker
+
+    slots = numpy_handler_slots()
+    if slots is None:
+        pytest.skip("this NumPy has no data-memory handler slots")
+    tracker = PythonArrayTracker(slots)
+    token = tracker.open_watch(frames=True)
+    try:
+        made = _allocate_here()
+        address = made.__array_interface__["data"][0]
+        del made
+    finally:
+        events = tracker.drain(token)
+        tracker.close_watch(token)
+    mine = [e for e in events if e.address == address]
+    assert [e.nbytes for e in mine] == [700 * 8, -700 * 8]
+    assert [name for _, _, name in mine[0].frames][:2] == ["ones", "_allocate_here"]
+    with pytest.raises(ValueError, match="one at a time"):
+        tracker.open_watch(frames=False)
+        tracker.open_watch(frames=False)

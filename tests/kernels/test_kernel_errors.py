@@ -261,3 +261,27 @@ def test_adam_refuses_betas_outside_0_1_and_a_non_integer_step():
     with pytest.raises(ValueError, match=r"multi_adamw_step: beta1 must be in \[0, 1\)"):
         K.multi_adamw_step([p], [g], [m], [v], lr=1e-3, beta1=1, beta2=0.9, eps=1e-8, weight_decay=0, step=1)
     _adam(p, g, m, v, step=np.int64(7), beta1=0.0)  # NumPy integers count; beta 0 is allowed
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_optimizer_steps_refuse_a_non_finite_scalar_on_every_path(bad: float) -> None:
+    # a NaN rate, decay or momentum turned every parameter into NaN while a NaN beta2 was refused
+    p, g, m, v = (np.ones(4, np.float32) for _ in range(4))
+    adam = {name: dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, step=1) | {name: bad}
+            for name in ("lr", "eps", "weight_decay")}
+    sgd = {name: dict(lr=0.1, momentum=0.9, dampening=0.0, weight_decay=0.01) | {name: bad}
+           for name in ("lr", "momentum", "dampening", "weight_decay")}
+    calls = [(f"adamw_step: {name}", lambda s=s: K.adamw_step(p, g, m, v, **s)) for name, s in adam.items()]
+    calls += [(f"multi_adamw_step: {name}", lambda s=s: K.multi_adamw_step([p], [g], [m], [v], **s))
+              for name, s in adam.items()]
+    calls += [(f"sgd_momentum_step: {name}", lambda s=s: K.sgd_momentum_step(p, g, m, **s)) for name, s in sgd.items()]
+    calls += [(f"multi_sgd_momentum_step: {name}", lambda s=s: K.multi_sgd_momentum_step([p], [g], [m], **s))
+              for name, s in sgd.items()]
+    calls += [("adamw_step: grad_scale", lambda: K.adamw_step(p, g, m, v, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
+                                                              weight_decay=0.0, step=1, grad_scale=bad)),
+              ("sgd_momentum_step: grad_scale", lambda: K.sgd_momentum_step(p, g, m, lr=0.1, momentum=0.9,
+                                                                             grad_scale=bad))]
+    for message, call in calls:
+        kind, text = _error_on_every_path(call)
+        assert kind is ValueError and text == f"{message} must be finite, got {bad!r}", text
+    assert np.all(p == 1.0) and np.all(m == 1.0) and np.all(v == 1.0)  # nothing was written

@@ -157,3 +157,25 @@ def test_schedulers_follow_their_formulas() -> None:
     assert resumed.step() == step.step()
     with pytest.raises(ValueError, match="step_size must be positive"):
         StepLR(1.0, step_size=0)
+
+
+@pytest.mark.parametrize("make", [lambda: optim.SGD(0.1, momentum=0.9), lambda: optim.AdamW(lr=0.01)])
+def test_a_step_with_another_models_gradients_is_refused_and_not_counted(make) -> None:
+    from minitorch_accum.accum import Accumulator
+
+    rng = np.random.default_rng(0)
+    trained = nn.Sequential(nn.Linear(3, 2, rng=rng))
+    other = nn.Sequential(nn.Linear(3, 2, rng=rng))  # the same layout, other parameters
+    acc = Accumulator(trained, steps=1)
+    acc.backward(F.cross_entropy(trained(mta.ones(4, 3)), np.zeros(4, dtype=np.int64), reduction="sum"), num_items=4)
+    grads = F.cross_entropy(trained(mta.ones(4, 3)), np.zeros(4, dtype=np.int64)).backward()
+    opt = make()
+    before = [p.numpy().copy() for p in other.parameters()]
+    for source, kind in ((acc, "Accumulator"), (grads, "Gradients")):
+        with pytest.raises(ValueError, match=rf"none of the 2 gradients of the {kind} belongs to a parameter of the "
+                                             r"Sequential given \(2 parameters\)"):
+            opt.step(other, source)
+    assert opt.step_count == 0 and opt.state == {}
+    assert all(np.array_equal(p.numpy(), b) for p, b in zip(other.parameters(), before, strict=True))
+    opt.step(trained, acc)  # the window is still there for the model it belongs to
+    assert opt.step_count == 1

@@ -12,7 +12,9 @@ only when complete; a directory that is already there is never renamed or replac
 so a kill at any moment leaves ``latest`` pointing to an intact checkpoint (the old
 one or the new one). ``latest`` is switched by an atomic file replace; only then are
 the superseded and surplus checkpoints removed, and only directories this library
-wrote (recognized by their ``state.json``), never anything a user put there.
+wrote (recognized by their ``state.json``), never anything a user put there. A damaged
+checkpoint is never removed: a resume that passes over one, or a save that would supersede
+one, renames it ``<name>.damaged-<n>`` (no longer a checkpoint of the directory) and says so.
 
 The package, by concern (as Burn's checkpointer is split into base, file and strategy):
 
@@ -24,7 +26,7 @@ The package, by concern (as Burn's checkpointer is split into base, file and str
 - ``file_checkpointer``: FileCheckpointer, the order of those steps.
 """
 
-from minitorch_accum.train.checkpoint.errors import CheckpointError, CheckpointFallbackWarning
+from minitorch_accum.train.checkpoint.errors import CheckpointError, CheckpointFallbackWarning, DamagedCheckpointWarning
 from minitorch_accum.train.checkpoint.file_checkpointer import FileCheckpointer
 from minitorch_accum.train.checkpoint.loaded import LoadedCheckpoint, SkippedCheckpoint
 from minitorch_accum.train.checkpoint.record import CHECKPOINT_FORMAT
@@ -33,6 +35,7 @@ __all__ = [
     "CHECKPOINT_FORMAT",
     "CheckpointError",
     "CheckpointFallbackWarning",
+    "DamagedCheckpointWarning",
     "FileCheckpointer",
     "LoadedCheckpoint",
     "SkippedCheckpoint",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["CheckpointError", "CheckpointFallbackWarning"]
+__all__ = ["CheckpointError", "CheckpointFallbackWarning", "DamagedCheckpointWarning"]
 
 
 class CheckpointError(RuntimeError):
@@ -11,3 +11,7 @@ class CheckpointError(RuntimeError):
 
 class CheckpointFallbackWarning(UserWarning):
     """``latest`` could not be used and an older intact checkpoint was loaded instead."""
+
+
+class DamagedCheckpointWarning(UserWarning):
+    """A save found a damaged checkpoint under the tag it supersedes and set it aside (kept)."""

@@ -25,13 +25,16 @@ from minitorch_accum.durable_files import (
     replace_file_atomically,
 )
 from minitorch_accum.train.checkpoint import catalog, leftovers
-from minitorch_accum.train.checkpoint.errors import CheckpointError, CheckpointFallbackWarning
+from minitorch_accum.train.checkpoint.errors import CheckpointError, CheckpointFallbackWarning, DamagedCheckpointWarning
 from minitorch_accum.train.checkpoint.loaded import LoadedCheckpoint, SkippedCheckpoint
 from minitorch_accum.train.checkpoint.retention import surplus_checkpoints
 from minitorch_accum.train.checkpoint.verified_reading import read_verified_checkpoint
 from minitorch_accum.train.checkpoint.writing import encode_checkpoint, write_checkpoint_directory
 
-__all__ = ["FileCheckpointer"]
+__all__ = ["DAMAGED", "FileCheckpointer"]
+
+#: a damaged checkpoint set aside is renamed ``<name>.damaged-<n>``
+DAMAGED = ".damaged-"
 
 
 class FileCheckpointer:
@@ -66,6 +69,7 @@ class FileCheckpointer:
         self.remove_leftovers()
         existing = catalog.scan(self.directory)
         sequence = 1 + max((entry.record["sequence"] for entry in existing), default=0)
+        superseded = self._superseded(existing, tag)
         name = self._free_name(tag)
         final = self.directory / name
         tmp = self.directory / leftovers.temporary_name(name, "tmp")
@@ -87,9 +91,8 @@ class FileCheckpointer:
             self._discard(final)
             raise CheckpointError(f"cannot save checkpoint {final}: cannot update {self.directory / catalog.LATEST}: "
                                   f"{describe_os_error(exc)}; {self._untouched()}") from exc
-        for entry in existing:
-            if entry.record["tag"] == tag:
-                self._discard(entry.path)
+        for entry in superseded:
+            self._discard(entry.path)
         for path in surplus_checkpoints(catalog.scan(self.directory), self.keep):
             self._discard(path)
         return final
@@ -137,6 +140,42 @@ class FileCheckpointer:
         except OSError:
             return
         shutil.rmtree(doomed, ignore_errors=True)
+
+    def set_aside(self, path: Path) -> Path | None:
+        """Rename the damaged checkpoint ``path`` to ``<name>.damaged-<n>`` (the first free n): it is
+        then no checkpoint of this directory (not loaded, not counted by retention, not cleared
+        by ``clear()``), and never removed, so the user can look at it. Returns the new path, or
+        None when ``path`` is not a real directory here or cannot be renamed (it stays as it is)."""
+        if path.parent != self.directory or not path.is_dir() or path.is_symlink():
+            return None
+        number = 1
+        while os.path.lexists(self.directory / f"{path.name}{DAMAGED}{number}"):
+            number += 1
+        kept = self.directory / f"{path.name}{DAMAGED}{number}"
+        try:
+            os.rename(path, kept)
+            fsync_directory(self.directory)
+        except OSError:
+            return None
+        return kept
+
+    def _superseded(self, entries: list[catalog.CatalogEntry], tag: str) -> list[catalog.CatalogEntry]:
+        """The intact checkpoints of ``tag`` (verified in full: a damaged one may have its sizes
+        right); a damaged one is set aside instead, never removed."""
+        intact = []
+        for entry in entries:
+            if entry.record["tag"] != tag:
+                continue
+            try:
+                read_verified_checkpoint(entry.path, (), directory=self.directory)
+            except CheckpointError as exc:
+                kept = self.set_aside(entry.path)
+                where = f"kept as {kept}" if kept is not None else "left where it is"
+                warnings.warn(f"{exc}; {where} (damaged checkpoints are never removed)", DamagedCheckpointWarning,
+                              stacklevel=3)
+                continue
+            intact.append(entry)
+        return intact
 
     # ---------------------------------------------------------------- listing and clearing
     def checkpoints(self) -> list[Path]:
@@ -208,15 +247,17 @@ class FileCheckpointer:
         return loaded.arrays, loaded.state
 
     def load_checkpoint(self, path: str | os.PathLike | None = None, *, require: Iterable[str] = (),
-                        fallback: bool = True) -> LoadedCheckpoint:
+                        fallback: bool = True, set_aside_damaged: bool = False) -> LoadedCheckpoint:
         """The checkpoint at ``path``, or the one ``latest`` points to, verified: state.json's
         own checksum, its format and keys, every group it lists present as a regular file
         matching its size and SHA-256, and every group in ``require`` present.
 
         When ``latest`` is missing, dangling, malformed or names a damaged checkpoint and
         ``fallback`` is true, the checkpoints this library wrote here are tried newest first;
-        the result's ``skipped`` and ``message`` say what was passed over and why. Raises
-        CheckpointError ("no checkpoint found in DIR" when there is none at all) otherwise."""
+        the result's ``skipped`` and ``message`` say what was passed over and why. With
+        ``set_aside_damaged`` (a resume, which will save over their names) each damaged
+        checkpoint directory passed over is set aside (``set_aside``) and its entry says where.
+        Raises CheckpointError ("no checkpoint found in DIR" when there is none at all) otherwise."""
         required = tuple(require)
         if path is not None:
             return read_verified_checkpoint(Path(path), required, directory=None)
@@ -235,7 +276,7 @@ class FileCheckpointer:
             except CheckpointError as exc:
                 if not fallback:
                     raise
-                skipped.append(SkippedCheckpoint(target, str(exc)))
+                skipped.append(self._skipped(target, exc, set_aside_damaged))
         elif not fallback:
             raise CheckpointError(f"no checkpoint found in {self.directory} (nothing to resume from)")
         candidates = [candidate for candidate in self.checkpoints() if candidate != target]
@@ -245,10 +286,13 @@ class FileCheckpointer:
             try:
                 loaded = read_verified_checkpoint(candidate, required, directory=self.directory)
             except CheckpointError as exc:
-                skipped.append(SkippedCheckpoint(candidate, str(exc)))
+                skipped.append(self._skipped(candidate, exc, set_aside_damaged))
                 continue
             return LoadedCheckpoint(loaded.path, loaded.tag, loaded.arrays, loaded.state, tuple(skipped))
         if not skipped:
             raise CheckpointError(f"no checkpoint found in {self.directory} (nothing to resume from)")
         raise CheckpointError(f"no intact checkpoint in {self.directory}: "
-                              + "; ".join(skip.reason for skip in skipped))
+                              + "; ".join(skip.describe() for skip in skipped))
+
+    def _skipped(self, path: Path, error: CheckpointError, set_aside: bool) -> SkippedCheckpoint:
+        return SkippedCheckpoint(path, str(error), self.set_aside(path) if set_aside else None)

@@ -13,10 +13,15 @@ __all__ = ["LoadedCheckpoint", "SkippedCheckpoint"]
 
 @dataclass(frozen=True)
 class SkippedCheckpoint:
-    """A checkpoint (or the ``latest`` pointer) passed over while loading, and why."""
+    """A checkpoint (or the ``latest`` pointer) passed over while loading, and why; ``kept_as``:
+    where a damaged checkpoint directory was set aside (renamed, never removed), if it was."""
 
     path: Path
     reason: str
+    kept_as: Path | None = None
+
+    def describe(self) -> str:
+        return self.reason + (f" (kept as {self.kept_as.name})" if self.kept_as is not None else "")
 
 
 @dataclass(frozen=True)
@@ -39,5 +44,5 @@ class LoadedCheckpoint:
         """One line for the user when ``latest`` was not used (None when it was)."""
         if not self.skipped:
             return None
-        reasons = "; ".join(skip.reason for skip in self.skipped)
+        reasons = "; ".join(skip.describe() for skip in self.skipped)
         return f"{reasons}; using the newest intact checkpoint {self.path} instead"

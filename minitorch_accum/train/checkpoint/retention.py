@@ -1,7 +1,9 @@
 """Which checkpoints to keep: the newest N that look intact; the rest of those are surplus.
 
 A damaged checkpoint is neither counted (it would crowd out a good one, leaving fewer
-than N to resume from) nor surplus (a user may want to look at it).
+than N to resume from) nor surplus (a user may want to look at it). "Damaged" here is the
+cheap check (record and file sizes, no hashing); a checkpoint whose bytes are wrong at the
+right size is found when loaded, and a resume then sets it aside (``FileCheckpointer.set_aside``).
 """
 
 from __future__ import annotations
