@@ -182,6 +182,10 @@ def test_the_fallback_trackers_watch_logs_the_same_events() -> None:
     mine = [e for e in events if e.address == address]
     assert [e.nbytes for e in mine] == [700 * 8, -700 * 8]
     assert [name for _, _, name in mine[0].frames][:2] == ["ones", "_allocate_here"]
-    with pytest.raises(ValueError, match="one at a time"):
-        tracker.open_watch(frames=False)
-        tracker.open_watch(frames=False)
+    first = tracker.open_watch(frames=False)
+    try:
+        with pytest.raises(ValueError, match="one at a time"):
+            tracker.open_watch(frames=False)
+    finally:
+        tracker.close_watch(first)
+    assert np._core.multiarray.get_handler_name() == "default_allocator"  # nothing left current

@@ -153,8 +153,11 @@ def _outcome(returncode: int, err: str) -> tuple[str, bool]:
     return f"exit {returncode}", True
 
 
-def run_trial(directory: Path, rng: np.random.Generator, references: Path | None = None) -> TrialResult:
-    """One trial in ``directory`` (created); ``references`` holds the uninterrupted runs (reused)."""
+def run_trial(directory: Path, rng: np.random.Generator, references: Path | None = None,
+              after_checkpoint: bool = False) -> TrialResult:
+    """One trial in ``directory`` (created); ``references`` holds the uninterrupted runs (reused).
+    ``after_checkpoint``: the first Ctrl-C waits for the run's first checkpoint (so the trial has
+    one to check however slow the machine is)."""
     directory.mkdir(parents=True, exist_ok=True)
     references = references or directory
     # the second press log-uniform in 0.05-100 ms: as often inside the micro-batch (a few ms) as in
@@ -171,6 +174,9 @@ def run_trial(directory: Path, rng: np.random.Generator, references: Path | None
     started_line = process.stdout.readline()  # "training (...): N optimizer steps": the loop starts
     started = time.perf_counter()
     if started_line.startswith("training"):
+        deadline = time.perf_counter() + 120
+        while after_checkpoint and not (run / "checkpoints" / "latest").exists() and time.perf_counter() < deadline:
+            time.sleep(0.01)
         time.sleep(result.first_delay)
         result.training_seconds = time.perf_counter() - started
         process.send_signal(signal.SIGINT)
