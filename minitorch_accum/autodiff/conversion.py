@@ -59,6 +59,8 @@ def device_and_dtype(op: str, args: tuple[Any, ...], device: Any = None,
     found_device = None if device is None else parse_device(device)
     found_dtype = None if dtype is None else resolve_tensor_dtype(dtype)
     for value in args:
+        if value is None:  # to(None, dtype) as to(device=None, dtype=...): no change asked
+            continue
         new_device, new_dtype = _one_argument(op, value)
         for name, new, old in (("device", new_device, found_device), ("dtype", new_dtype, found_dtype)):
             if new is not None and old is not None and new != old:

@@ -45,6 +45,7 @@ def restore_default_dtype():
     (lambda x: x.to(mta.float64), mta.float64), (lambda x: x.to("float16"), mta.float16),
     (lambda x: x.to(np.float64), mta.float64), (lambda x: x.to(dtype=mta.bfloat16), mta.bfloat16),
     (lambda x: x.to("cpu", mta.float64), mta.float64), (lambda x: x.to("cpu"), mta.float32),
+    (lambda x: x.to(None, "float64"), mta.float64),
     (lambda x: x.to(mta.zeros(1, dtype="float64")), mta.float64),
     (lambda x: x.float(), mta.float32), (lambda x: x.double(), mta.float64), (lambda x: x.half(), mta.float16),
     (lambda x: x.bfloat16(), mta.bfloat16), (lambda x: x.long(), mta.int64), (lambda x: x.to(mta.long), mta.int64),
@@ -60,6 +61,7 @@ def test_a_float_cast_is_differentiable_and_no_change_is_the_same_tensor() -> No
     x = mta.tensor([1.0, 2.0], dtype="float32", requires_grad=True)
     y = x.double()
     assert y.requires_grad and x.to(mta.float32) is x and x.to("cpu") is x and x.float() is x
+    assert y.to(None) is y and y.to(None).dtype == mta.float64  # None asks for no change, not the default dtype
     grads = (y * y).sum().backward()
     assert grads[x].dtype == np.float32 and grads[x].tolist() == [2.0, 4.0]
 
