@@ -32,25 +32,29 @@ from minitorch_accum.nn import Module, RecordError
 from minitorch_accum.train.checkpoint import CheckpointError, FileCheckpointer
 from minitorch_accum.train.setting_kinds import Integer, Kind, Number, Optional
 
-__all__ = ["GenerateOptions", "add_generate_options", "generate_command", "generate_text", "load_chars_run"]
-
-#: each option: (flag, destination, kind, default, help); kinds from the settings table's, so a bad
-#: value is refused in the table's words ("--tokens must be a positive int, got 0")
-_OPTIONS: tuple[tuple[str, str, Kind, Any, str], ...] = (
-    ("--tokens", "tokens", Integer(1), 200, "characters to generate after the prompt"),
-    ("--temperature", "temperature", Number(positive=True), 0.8,
-     "divides the logits: below 1 sharper and more repetitive, above 1 more random"),
-    ("--top-k", "top_k", Optional(Integer(1)), 10, "draw only among the k most likely characters (none: all)"),
-    ("--seed", "seed", Integer(), 0, "seed of the draws: the same seed gives the same text"),
-)
+__all__ = ["GenerateOptions", "add_generate_options", "generate_command", "generate_text", "load_chars_run",
+           "read_generate_options"]
 
 
 @dataclass(frozen=True)
 class GenerateOptions:
+    """How ``generate_text`` draws; the defaults are the command line's."""
+
     tokens: int = 200
     temperature: float = 0.8
     top_k: int | None = 10
     seed: int = 0
+
+
+#: each option: (flag, field of GenerateOptions, kind, help); the kinds are the settings table's, so a bad
+#: value is refused in the table's words ("--tokens must be a positive int, got 0")
+_OPTIONS: tuple[tuple[str, str, Kind, str], ...] = (
+    ("--tokens", "tokens", Integer(1), "characters to generate after the prompt"),
+    ("--temperature", "temperature", Number(positive=True),
+     "divides the logits: below 1 sharper and more repetitive, above 1 more random"),
+    ("--top-k", "top_k", Optional(Integer(1)), "draw only among the k most likely characters (none or 0: all)"),
+    ("--seed", "seed", Integer(), "seed of the draws: the same seed gives the same text"),
+)
 
 
 def _optional_int(text: str) -> Any:
@@ -62,15 +66,16 @@ def add_generate_options(parser: argparse.ArgumentParser) -> None:
                         help="directory of a finished maccum train --dataset chars run (its final.safetensors)")
     parser.add_argument("--prompt", default="\n",
                         help="text the model continues, in characters of the play (default: %(default)r, a new line)")
-    for flag, dest, kind, default, help_text in _OPTIONS:
+    defaults = GenerateOptions()
+    for flag, dest, kind, help_text in _OPTIONS:
         reader = _optional_int if isinstance(kind, Optional) else kind.from_text
-        parser.add_argument(flag, dest=dest, type=reader, default=default,
+        parser.add_argument(flag, dest=dest, type=reader, default=getattr(defaults, dest),
                             metavar=flag.lstrip("-").upper().replace("-", "_"), help=help_text)
 
 
 def read_generate_options(args: argparse.Namespace) -> GenerateOptions:
     """The options checked by their kinds (ValueError naming the option)."""
-    values = {dest: kind.check(flag, getattr(args, dest)) for flag, dest, kind, _, _ in _OPTIONS}
+    values = {dest: kind.check(flag, getattr(args, dest)) for flag, dest, kind, _ in _OPTIONS}
     return GenerateOptions(**values)
 
 
