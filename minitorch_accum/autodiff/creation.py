@@ -1,8 +1,9 @@
 """Making tensors: from data (copied, or shared with ``from_numpy``), filled, ranges, random.
 
-Dtypes follow PyTorch: float data and float fills get the default float dtype
-(``set_default_dtype``, float32 unless changed), integer fills and ranges int64, bool
-fills bool; integer and bool arrays keep their dtype. A ``dtype`` argument always wins.
+Dtypes follow PyTorch: an array (NumPy, CuPy, a Tensor, a NumPy scalar) keeps its dtype,
+float64 included, as ``torch.tensor(np_array)`` does; Python numbers and lists, float fills
+and ``empty`` get the default float dtype (``set_default_dtype``, float32 unless changed),
+integer fills and ranges int64, bool fills bool. A ``dtype`` argument always wins.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from minitorch_accum.backend import (
 
 __all__ = [
     "arange",
+    "empty",
     "from_numpy",
     "full",
     "full_like",
@@ -44,16 +46,19 @@ def tensor(data: Any, dtype: Any = None, device: DeviceLike | None = "cpu",
     """A tensor holding a *copy* of ``data`` (nested lists, a NumPy/CuPy array, a number or a
     Tensor), as ``torch.tensor`` copies: changing ``data`` afterwards changes nothing here.
 
-    Without ``dtype``, integer and bool arrays keep their dtype (ids, targets, masks; they
-    cannot require grad) and everything else gets the default float dtype. To share an
-    array's memory instead of copying it, use ``from_numpy``.
+    Without ``dtype``, an array keeps its dtype, as ``torch.tensor`` keeps a NumPy array's:
+    a float64 array gives a float64 tensor, float32 a float32 one, integer and bool arrays
+    stay what they are (ids, targets, masks; they cannot require grad). Python numbers and
+    (nested) lists have no dtype of their own and get the default float dtype
+    (``mta.get_default_dtype()``, float32 unless changed), as ``torch.tensor([1.0])`` does.
+    To share an array's memory instead of copying it, use ``from_numpy``.
     """
     backend = backend_for(device)
     if isinstance(data, Tensor):
         data = data.data
     if dtype is None:
-        kind = getattr(getattr(data, "dtype", None), "kind", "f")
-        dtype = data.dtype if kind in "iub" else get_default_dtype()
+        own = getattr(data, "dtype", None)  # (not ``or``: a NumPy dtype's truth is its number of fields)
+        dtype = get_default_dtype() if own is None else own
     array = backend.asarray(data, dtype=resolve_tensor_dtype(dtype), copy=True)
     return Tensor(array, requires_grad=requires_grad, _backend=backend)
 
@@ -85,6 +90,15 @@ def ones(*shape: int | Sequence[int], dtype: Any = None, device: DeviceLike | No
          requires_grad: bool = False) -> Tensor:
     """A tensor of ones (the default float dtype unless ``dtype`` says otherwise, ints and bool included)."""
     return _filled(shape_arguments(shape), 1, dtype, device, requires_grad)
+
+
+def empty(*shape: int | Sequence[int], dtype: Any = None, device: DeviceLike | None = "cpu",
+          requires_grad: bool = False) -> Tensor:
+    """A tensor whose elements are not set (whatever the memory held), as ``torch.empty``: for
+    a buffer every element of which is written before it is read. For zeros, use ``zeros``."""
+    backend = backend_for(device)
+    array = backend.xp.empty(shape_arguments(shape), dtype=resolve_tensor_dtype(dtype))
+    return Tensor(array, requires_grad, _backend=backend)
 
 
 def _fill_dtype(value: Any) -> Any:

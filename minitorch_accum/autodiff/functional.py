@@ -42,7 +42,9 @@ __all__ = [
     "sqrt",
     "square",
     "stack",
+    "std",
     "tanh",
+    "topk",
     "tril",
     "triu",
     "var",
@@ -112,6 +114,17 @@ def var(x: Tensor, axis: int | Sequence[int] | None = None, unbiased: bool | Non
         *, correction: float | None = None, dim: int | Sequence[int] | None = None,
         keepdim: bool | None = None) -> Tensor:
     return x.var(axis, unbiased, keepdims, correction=correction, dim=dim, keepdim=keepdim)
+
+
+def std(x: Tensor, axis: int | Sequence[int] | None = None, unbiased: bool | None = None, keepdims: bool = False,
+        *, correction: float | None = None, dim: int | Sequence[int] | None = None,
+        keepdim: bool | None = None) -> Tensor:
+    return x.std(axis, unbiased, keepdims, correction=correction, dim=dim, keepdim=keepdim)
+
+
+def topk(x: Tensor, k: int, axis: int | None = None, largest: bool = True, sorted: bool = True, *,
+         dim: int | None = None) -> Any:
+    return x.topk(k, axis, largest, sorted, dim=dim)
 
 
 def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False, *, dim: int | None = None,

@@ -1,4 +1,4 @@
-"""Tensor's movement methods: reshape, permute, broadcast, split, index, and the triangles.
+"""Tensor's movement methods: reshape, permute, broadcast, repeat, split, index, and the triangles.
 
 Each moves or selects data without arithmetic and is one op of ``ops.shape`` (or a
 composition of them), checked here so that an error names the method and the shape.
@@ -96,6 +96,13 @@ class MovementMixin:
         """All axes reversed (the matrix transpose for 2-D tensors)."""
         return apply(ops.Permute, self, axes=tuple(reversed(range(self.ndim))))
 
+    def t(self) -> Self:
+        """The transpose of a matrix; a 0-D or 1-D tensor as it is (PyTorch's ``t()``)."""
+        if self.ndim > 2:
+            raise OpError(f"t: expects a tensor of at most 2 axes, got shape {self.shape}; "
+                          "use transpose(dim0, dim1) or mT for a batch of matrices")
+        return self if self.ndim < 2 else self.transpose(0, 1)
+
     @property
     def mT(self) -> Self:
         """The last two axes swapped (a batch of matrices transposed), as PyTorch's ``mT``."""
@@ -120,6 +127,19 @@ class MovementMixin:
         if extra < 0 or any(n == -1 for n in target[:extra]):
             raise OpError(f"expand: cannot expand shape {self.shape} to {target}")
         return self.broadcast_to(tuple(self.shape[i - extra] if n == -1 else n for i, n in enumerate(target)))
+
+    def repeat(self, *repeats: int | Sequence[int]) -> Self:
+        """This tensor tiled ``repeats[i]`` times along axis i (PyTorch's ``repeat``: it copies,
+        where ``expand`` broadcasts); more repeats than axes add leading axes."""
+        counts = shape_arguments(repeats)
+        if not counts:
+            raise TypeError("repeat: needs the repeat counts, one per axis (x.repeat(2, 1))")
+        if len(counts) < self.ndim:
+            raise OpError(f"repeat: {len(counts)} repeat count(s) {counts} for a tensor of {self.ndim} axes "
+                          f"(shape {self.shape}): give at least one per axis")
+        if any(isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0 for n in counts):
+            raise OpError(f"repeat: repeat counts must be non-negative ints, got {counts}")
+        return apply(ops.Repeat, self, repeats=tuple(int(n) for n in counts))
 
     def split(self, split_size_or_sections: int | Sequence[int], axis: int | None = None, *,
               dim: int | None = None) -> tuple[Self, ...]:

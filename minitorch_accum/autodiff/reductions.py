@@ -1,4 +1,4 @@
-"""Tensor's reductions: sum, mean, var, max and min (with their arg forms), logsumexp, softmax.
+"""Tensor's reductions: sum, mean, var, std, max and min (with their arg forms), topk, logsumexp, softmax.
 
 Axes are named ``axis``/``keepdims`` (NumPy, Burn) or ``dim``/``keepdim`` (PyTorch); each
 reduction is one op of ``ops.reduce`` or ``ops.softmax``, checked here so that an error names
@@ -11,6 +11,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Self
 
+import numpy as np
+
 from minitorch_accum import ops
 from minitorch_accum.autodiff.graph import TensorBase, apply
 from minitorch_accum.autodiff.operands import binary
@@ -22,7 +24,7 @@ __all__ = ["ReductionMixin", "ValuesIndices"]
 
 
 class ValuesIndices(NamedTuple):
-    """``max(dim=...)`` and ``min(dim=...)``: the values and their int64 indices, as PyTorch returns."""
+    """``max(dim=...)``, ``min(dim=...)`` and ``topk``: the values and their int64 indices, as PyTorch returns."""
 
     values: Any
     indices: Any
@@ -57,6 +59,13 @@ class ReductionMixin:
         # N <= correction divides by 0 (inf or nan), as PyTorch does
         return (centered * centered).sum(axes, keepdims=keep) / float(max(count - correction, 0))
 
+    def std(self, axis: int | Sequence[int] | None = None, unbiased: bool | None = None,
+            keepdims: bool = False, *, correction: float | None = None,
+            dim: int | Sequence[int] | None = None, keepdim: bool | None = None) -> Self:
+        """Standard deviation over ``axis``: the square root of ``var`` with the same arguments,
+        so unbiased (``correction=1``) by default, as PyTorch's ``std``."""
+        return self.var(axis, unbiased, keepdims, correction=correction, dim=dim, keepdim=keepdim).sqrt()
+
     def max(self, axis: Any = None, keepdims: bool = False, *, dim: int | None = None,
             keepdim: bool | None = None) -> Any:
         """The largest values.
@@ -83,6 +92,30 @@ class ReductionMixin:
                keepdim: bool | None = None) -> Self:
         """int64 indices of the first minimum along ``axis`` (of the flattened tensor when None)."""
         return _arg_extreme(self, "argmin", axis, keepdims, dim, keepdim)
+
+    def topk(self, k: int, axis: int | None = None, largest: bool = True, sorted: bool = True, *,
+             dim: int | None = None) -> ValuesIndices:
+        """The ``k`` largest (``largest=False``: smallest) values along ``axis`` (PyTorch: ``dim``;
+        the last axis by default) and their int64 indices, as PyTorch's ``topk``.
+
+        ``sorted=True`` lists them best first, equal values by lower index first; ``sorted=False``
+        lists the same ones in the order they stand in the tensor. NaN counts as larger than any
+        number, as in PyTorch. The gradient goes to the places taken."""
+        if isinstance(k, bool) or not isinstance(k, int | np.integer):
+            raise TypeError(f"topk: k must be an int, got {type(k).__name__}")
+        if self.ndim == 0:
+            raise OpError("topk: needs a tensor of at least one axis, got a 0-d tensor")
+        chosen = axis_argument("topk", axis, dim)
+        ax = normalize_axis(-1 if chosen is None else chosen, self.ndim, "topk", self.shape)
+        if not 0 <= k <= self.shape[ax]:
+            raise OpError(f"topk: k={k} is out of range for axis {ax} of length {self.shape[ax]} "
+                          f"(shape {self.shape})")
+        order = _best_first(self.backend.xp, self.data, ax, largest)
+        taken = order[(slice(None),) * ax + (slice(0, int(k)),)]
+        if not sorted:
+            taken = self.backend.xp.sort(taken, axis=ax)
+        indices = self.wrap(taken.astype(int64))
+        return ValuesIndices(self.gather(ax, indices), indices)
 
     def logsumexp(self, axis: int | Sequence[int] | None = None, keepdims: bool = False, *,
                   dim: int | Sequence[int] | None = None, keepdim: bool | None = None) -> Self:
@@ -124,6 +157,23 @@ def _extreme(x: Any, op: str, axis: Any, keepdims: bool, dim: int | None, keepdi
     if not keep:
         values, indices = values.squeeze(dim), indices.squeeze(dim)
     return ValuesIndices(values, indices)
+
+
+def _stable_argsort(xp: Any, data: Any, axis: int) -> Any:
+    # NumPy's default sort is not stable; CuPy's always is and takes no other kind
+    return xp.argsort(data, axis=axis, kind="stable") if xp is np else xp.argsort(data, axis=axis)
+
+
+def _best_first(xp: Any, data: Any, axis: int, largest: bool) -> Any:
+    """Indices ordering ``data`` along ``axis``, largest (or smallest) first, ties by lower index,
+    NaN as the largest (ascending sorts put it last)."""
+    if not largest:
+        return _stable_argsort(xp, data, axis)
+    # descending without negating (ints would overflow): sort the reversed axis ascending and read it
+    # backwards, which keeps ties in index order and puts NaN first
+    length = data.shape[axis]
+    backwards = _stable_argsort(xp, xp.flip(data, axis=axis), axis)
+    return (length - 1) - xp.flip(backwards, axis=axis)
 
 
 def _arg_extreme(x: Any, op: str, axis: int | None, keepdims: bool, dim: int | None,

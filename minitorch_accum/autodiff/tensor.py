@@ -1,10 +1,10 @@
 """The Tensor: a backend array plus, when it needs a gradient, the node that made it.
 
 Tensor is assembled from rooms: ``TensorBase`` (graph.py: the array, its backend, its node),
-``MovementMixin`` (movement.py: reshape, permute, indexing, ...) and ``ReductionMixin``
-(reductions.py: sum, mean, max, softmax, ...). This file holds the rest: its facts and
-conversions, backward, moving between devices and dtypes, the operators and the
-elementwise math.
+``MovementMixin`` (movement.py: reshape, permute, indexing, ...), ``ReductionMixin``
+(reductions.py: sum, mean, max, softmax, topk, ...) and ``ConversionMixin`` (conversion.py:
+``to`` another device or dtype, ``float()``/``double()``/``half()``, ``clone``). This file holds
+the rest: its facts and host conversions, backward, the operators and the elementwise math.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum import ops
+from minitorch_accum.autodiff.conversion import ConversionMixin
 from minitorch_accum.autodiff.engine import run_backward
 from minitorch_accum.autodiff.gradients import Gradients
-from minitorch_accum.autodiff.graph import Node, TensorBase, apply, transfer
+from minitorch_accum.autodiff.graph import Node, TensorBase, apply
 from minitorch_accum.autodiff.movement import MovementMixin
 from minitorch_accum.autodiff.operands import as_operand, binary, check_logical, compare, logical
 from minitorch_accum.autodiff.reductions import ReductionMixin
-from minitorch_accum.backend import Backend, DeviceLike, backend_for, is_float_dtype, parse_device, resolve_tensor_dtype
+from minitorch_accum.backend import Backend, is_float_dtype
 from minitorch_accum.backend.device import Device
 from minitorch_accum.ops.elementwise import GELU_APPROXIMATIONS
 from minitorch_accum.ops.function import Function, OpError
@@ -61,7 +62,7 @@ def _binary_operator(fn: type[Function], op: str, name: str | None = None) -> tu
     return operator, reflected
 
 
-class Tensor(TensorBase, MovementMixin, ReductionMixin):
+class Tensor(TensorBase, MovementMixin, ReductionMixin, ConversionMixin):
     """An n-dimensional array on a device, with reverse-mode differentiation.
 
     ``data`` is the backend array (``numpy.ndarray`` on the CPU, ``cupy.ndarray`` on
@@ -166,24 +167,6 @@ class Tensor(TensorBase, MovementMixin, ReductionMixin):
             raise TypeError(f"only float tensors can require grad; this one is {self.dtype.name}")
         self.requires_grad = requires_grad
         return self
-
-    def to(self, device: DeviceLike | None = None, dtype: Any = None) -> Tensor:
-        """This tensor on another device and/or with another dtype (differentiable)."""
-        out = self
-        if dtype is not None:
-            target = resolve_tensor_dtype(dtype)
-            if target != out.dtype:
-                out = apply(ops.Cast, out, dtype=target) if is_float_dtype(target) and is_float_dtype(out.dtype) \
-                    else out.wrap(out.data.astype(target))
-        if device is not None and parse_device(device) != out.device:
-            out = transfer(out, backend_for(device))
-        return out
-
-    def cpu(self) -> Tensor:
-        return self.to("cpu")
-
-    def cuda(self, index: int = 0) -> Tensor:
-        return self.to(f"cuda:{index}")
 
     # ------------------------------------------------------------ arithmetic
     __add__, __radd__ = _binary_operator(ops.Add, "add")

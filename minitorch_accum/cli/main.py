@@ -22,6 +22,7 @@ _HELP = {
     "train": "train a built-in task with gradient accumulation (data-parallel under mpiexec)",
     "compare": "k x b against k*b and b, from the same seed",
     "explain": "one window, kernel by kernel, checked against the big batch",
+    "generate": "sample text from a trained chars run (maccum train --dataset chars --out DIR)",
 }
 
 
@@ -33,10 +34,14 @@ def _command(sub: argparse._SubParsersAction, name: str, help_text: str) -> argp
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="maccum", description="Gradient accumulation: train, compare, explain, "
-                                     "measure, precision, and the bugs it is known for.")
+                                     "generate, measure, precision, and the bugs it is known for.")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in TRAINING_COMMANDS:  # their options are the rows of the settings table
         add_options(_command(sub, command, _HELP[command]), command, _COMMAND_DEFAULTS.get(command))
+
+    from minitorch_accum.cli.generate_command import add_generate_options
+
+    add_generate_options(_command(sub, "generate", _HELP["generate"]))
 
     bench = _command(sub, "bench", "kernel and end-to-end benchmarks (programs of a checkout's benchmarks/)")
     bench.add_argument("which", choices=("kernels", "end-to-end", "all-reduce"), help="which benchmark")
@@ -90,6 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from minitorch_accum.cli.explain_command import explain_command
 
             return explain_command(values)
+        if args.command == "generate":
+            from minitorch_accum.cli.generate_command import generate_command
+
+            return generate_command(args)
         if args.command == "bench":
             return _bench(args.which, args.rest)
         if args.command == "bugs":

@@ -11,25 +11,34 @@ parameter silently left out of training.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from minitorch_accum.autodiff import Tensor
+from minitorch_accum.autodiff.conversion import device_and_dtype
 from minitorch_accum.backend import (
     Backend,
-    DeviceLike,
     backend_for,
     backend_of_array,
+    is_float_dtype,
     resolve_dtype,
 )
 
-__all__ = ["Buffer", "Module", "Param", "RecordError", "weight_orientation"]
+__all__ = ["Buffer", "IncompatibleKeys", "Module", "Param", "RecordError", "weight_orientation"]
 
 
 class RecordError(ValueError):
     """A record does not fit the module: missing or unexpected names, wrong shapes."""
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict`` could not match, as PyTorch returns it: the module's names the
+    state lacked, and the state's names the module does not have."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
 
 
 class Param(Tensor):
@@ -140,7 +149,22 @@ class Module:
         setattr(self, name, Buffer(tensor) if persistent else tensor)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        own = self._own_float_dtype()
+        if own is not None:
+            for value in (*args, *kwargs.values()):
+                given = getattr(value, "dtype", None)
+                if given is not None and hasattr(value, "shape") and is_float_dtype(given) and given != own:
+                    raise TypeError(
+                        f"{type(self).__name__}({self.extra_repr()}): input of dtype {given.name} into parameters "
+                        f"of dtype {own.name}; cast the input (x.to(mta.{own.name})) or the model "
+                        f"(model.to(mta.{given.name}))")
         return self.forward(*args, **kwargs)
+
+    def _own_float_dtype(self) -> np.dtype | None:
+        """The dtype of this module's own Params (not its sub-modules'), which a float input must
+        have, as PyTorch's layers require; None when it holds none (a container, an activation)."""
+        dtypes = {v.dtype for v in vars(self).values() if isinstance(v, Param)}
+        return dtypes.pop() if len(dtypes) == 1 else None
 
     # ------------------------------------------------------------ discovery
     def _members(self) -> Iterator[tuple[str, Any]]:
@@ -156,6 +180,30 @@ class Module:
 
     def modules(self) -> Iterator[Module]:
         return (m for _, m in self.named_modules())
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call ``fn`` on every sub-module and then on this one (PyTorch's order: children before
+        their parent, in attribute order); a module reachable twice is visited once. Returns self.
+
+        ``model.apply(init)`` with ``init`` calling ``nn.init.xavier_uniform_(m.weight)`` for each
+        Linear is PyTorch's way of initializing a model."""
+        seen: set[int] = set()
+        order: list[Module] = []
+        stack: list[tuple[Module, bool]] = [(self, False)]
+        while stack:
+            module, expanded = stack.pop()
+            if expanded:
+                order.append(module)
+                continue
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            stack.append((module, True))
+            children = [v for _, v in module._members() if isinstance(v, Module)]
+            stack.extend((child, False) for child in reversed(children))
+        for module in order:
+            fn(module)
+        return self
 
     def named_parameters(self) -> Iterator[tuple[str, Param]]:
         """(dotted name, Param) in definition order; a shared Param appears once."""
@@ -187,6 +235,14 @@ class Module:
         """Number of trainable scalars."""
         return sum(p.size for p in self.parameters())
 
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Always an error that says what to do instead: parameters hold no gradients here."""
+        raise TypeError(
+            f"{type(self).__name__}.zero_grad(): there is nothing to zero: gradients are values here, not "
+            "attributes of the parameters (Burn's design). Each loss.backward() returns a new Gradients "
+            "container; an Accumulator starts its next window with acc.zero() after the optimizer's step"
+        )
+
     # ----------------------------------------------------------------- modes
     def train(self, mode: bool = True) -> Module:
         """Training mode (dropout active, batch norm uses batch statistics); returns self."""
@@ -197,10 +253,12 @@ class Module:
     def eval(self) -> Module:
         return self.train(False)
 
-    def to(self, device: DeviceLike | None = None, dtype: Any = None) -> Module:
-        """Move and/or cast every parameter and buffer in place (Params keep their identity)."""
-        backend = backend_for(device) if device is not None else None
-        target = resolve_dtype(dtype) if dtype is not None else None
+    def to(self, *args: Any, device: Any = None, dtype: Any = None) -> Module:
+        """Move and/or cast every parameter and buffer in place (Params keep their identity); the
+        arguments as ``Tensor.to`` takes them: ``model.to(mta.float64)``, ``model.to("cuda")``."""
+        where, kind = device_and_dtype(f"{type(self).__name__}.to", args, device, dtype)
+        backend = backend_for(where) if where is not None else None
+        target = resolve_dtype(kind) if kind is not None else None
         for _, param in self.named_parameters():
             param._move(backend or param.backend, target)
         for _, buffer in self.named_buffers():
@@ -225,15 +283,31 @@ class Module:
 
         Every name must match and every shape must agree; otherwise nothing is changed
         and a RecordError lists the problems."""
+        self._load(record, strict=True)
+        return self
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """PyTorch's name for ``to_record``: every parameter and buffer as a host NumPy copy, by
+        dotted name, in this library's layouts (a Linear's weight is (in, out))."""
+        return self.to_record()
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
+        """PyTorch's name for ``load_record``. ``strict=False`` loads the names that match and
+        returns those that did not (``IncompatibleKeys``), as PyTorch does; a shape that does not
+        agree is an error either way, and then nothing is changed."""
+        return self._load(state_dict, strict)
+
+    def _load(self, record: Mapping[str, Any], strict: bool) -> IncompatibleKeys:
         targets: dict[str, Any] = dict(self.named_parameters())
         targets.update(self.named_buffers())
         missing = sorted(set(targets) - set(record))
         unexpected = sorted(set(record) - set(targets))
         problems = []
-        if missing:
+        if missing and strict:
             problems.append(f"missing: {', '.join(missing)}")
-        if unexpected:
+        if unexpected and strict:
             problems.append(f"unexpected: {', '.join(unexpected)}")
+        targets = {name: target for name, target in targets.items() if name in record}
         for name, target in targets.items():
             if name in record:
                 have = tuple(np.shape(record[name]))
@@ -245,7 +319,7 @@ class Module:
         for name, target in targets.items():
             backend = backend_of_array(target.value)
             target.value = backend.asarray(np.asarray(record[name]).astype(target.value.dtype))
-        return self
+        return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------------ repr
     def extra_repr(self) -> str:

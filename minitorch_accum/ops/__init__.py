@@ -1,7 +1,7 @@
 """Ops: each a Function with its forward and backward side by side, on backend arrays."""
 
 from minitorch_accum.ops.attention import ScaledDotProductAttention
-from minitorch_accum.ops.conversion import Cast, Transfer
+from minitorch_accum.ops.conversion import Cast, Clone, Transfer
 from minitorch_accum.ops.dropout import Dropout
 from minitorch_accum.ops.elementwise import (
     GELU_APPROXIMATIONS,
@@ -33,7 +33,7 @@ from minitorch_accum.ops.loss import CrossEntropy
 from minitorch_accum.ops.matmul import MatMul
 from minitorch_accum.ops.normalization import BatchNorm, LayerNorm
 from minitorch_accum.ops.reduce import LogSumExp, Max, Mean, Min, Sum
-from minitorch_accum.ops.shape import BroadcastTo, Concatenate, Gather, GetItem, Permute, Reshape, Stack
+from minitorch_accum.ops.shape import BroadcastTo, Concatenate, Gather, GetItem, Permute, Repeat, Reshape, Stack
 from minitorch_accum.ops.softmax import LogSoftmax, Softmax
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "BroadcastTo",
     "Cast",
     "Clamp",
+    "Clone",
     "Concatenate",
     "Context",
     "CrossEntropy",
@@ -73,6 +74,7 @@ __all__ = [
     "Pow",
     "PowScalar",
     "Relu",
+    "Repeat",
     "Reshape",
     "Rsqrt",
     "ScaledDotProductAttention",

@@ -1,4 +1,5 @@
-"""Conversions: a tensor to another dtype or to another device, the gradient converted back."""
+"""Conversions: a tensor to another dtype, to another device, or into a fresh copy; the gradient
+converted back."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from minitorch_accum.backend.base import Backend
 from minitorch_accum.ops.function import Context, Function
 
-__all__ = ["Cast", "Transfer"]
+__all__ = ["Cast", "Clone", "Transfer"]
 
 
 class Cast(Function):
@@ -35,3 +36,15 @@ class Transfer(Function):
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any]:
         return (ctx.backend.asarray(grad),)
+
+
+class Clone(Function):
+    """A copy with its own memory (PyTorch's ``clone``); the gradient passes through unchanged."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Any) -> Any:
+        return x.copy()
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any]:
+        return (grad,)

@@ -1,4 +1,4 @@
-"""Ops that move data without arithmetic: reshape, permute, indexing, concatenate, stack."""
+"""Ops that move data without arithmetic: reshape, permute, indexing, concatenate, stack, repeat."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from minitorch_accum.ops.function import Context, Function
 
-__all__ = ["BroadcastTo", "Concatenate", "Gather", "GetItem", "Permute", "Reshape", "Stack"]
+__all__ = ["BroadcastTo", "Concatenate", "Gather", "GetItem", "Permute", "Repeat", "Reshape", "Stack"]
 
 
 class Reshape(Function):
@@ -116,3 +116,22 @@ class Stack(Function):
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any, ...]:
         return tuple(ctx.xp.take(grad, i, axis=ctx.axis) for i in range(ctx.count))
+
+
+class Repeat(Function):
+    """The input tiled ``repeats[i]`` times along axis i (PyTorch's ``repeat``, NumPy's ``tile``);
+    ``repeats`` may be longer than the input's rank, which is then read with leading axes of 1.
+    The gradient of each input element is the sum over its copies."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Any, *, repeats: tuple[int, ...]) -> Any:
+        padded = (1,) * (len(repeats) - x.ndim) + tuple(x.shape)
+        ctx.input_shape, ctx.padded, ctx.repeats = x.shape, padded, repeats
+        return ctx.xp.tile(x.reshape(padded), repeats)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple[Any]:
+        # axis i of the output is (copy, element) = (repeats[i], padded[i]): sum out every copy axis
+        split = tuple(n for pair in zip(ctx.repeats, ctx.padded, strict=True) for n in pair)
+        summed = grad.reshape(split).sum(axis=tuple(range(0, len(split), 2)))
+        return (summed.reshape(ctx.input_shape),)

@@ -176,6 +176,15 @@ class Optimizer(ABC):
                 settings["lr"] = target if settings["lr"] == base else settings["lr"] * (target / base)
             self._update(entries, settings, grad_scale)
 
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Always an error that says what to do instead: there are no gradients to zero here."""
+        raise TypeError(
+            f"{self._name}.zero_grad(): there is nothing to zero: gradients are values here, not state of the "
+            "parameters or the optimizer (Burn's design). Each loss.backward() returns a new Gradients "
+            "container (step with it, then drop it); an Accumulator starts its next window with acc.zero() "
+            "after model = opt.step(model, acc), and its first backward then overwrites rather than adds"
+        )
+
     def group_index(self, param: Param) -> int | None:
         """Which parameter group updates ``param`` (None: none does, so it is not updated)."""
         if self.param_groups[0]["params"] is None:

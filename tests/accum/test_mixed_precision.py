@@ -89,7 +89,7 @@ def test_gemm_views_are_proven_finite_by_their_factors_or_checked(magnitude: flo
     check when no overflow is possible, and forces it when one is (here 8 x 1e38 > float32 max)."""
     layer = nn.Linear(4, 2, bias=False)
     acc = Accumulator(layer, steps=1, fusion="gemm", trace=True)
-    acc.backward(layer(mta.tensor(np.full((8, 4), magnitude))).sum(), num_items=8)  # dW = x^T 1
+    acc.backward(layer(mta.tensor(np.full((8, 4), magnitude), dtype="float32")).sum(), num_items=8)  # dW = x^T 1
     assert acc.found_nonfinite() is overflows
     checked = {e.param for e in acc.trace.events if e.kernel == "finite_check"}
     assert checked == ({"weight"} if overflows else set())
