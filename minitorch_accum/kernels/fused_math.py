@@ -15,8 +15,8 @@ import numpy as np
 
 __all__ = [
     "COEFFICIENTS",
-    "ROW_LANES",
     "COLUMN_CHUNK",
+    "ROW_LANES",
     "column_sums",
     "erf",
     "exp",

@@ -17,6 +17,11 @@ from minitorch_accum.kernels.fused_checks import FusedArgs, check_ids, check_tar
 from minitorch_accum.kernels.validation import describe, real_number
 
 __all__ = [
+    "check_cross_entropy",
+    "check_embedding",
+    "check_gelu",
+    "check_layer_norm_backward",
+    "check_layer_norm_forward",
     "cross_entropy_backward",
     "cross_entropy_forward",
     "embedding_backward",
@@ -33,7 +38,7 @@ def check_gelu(kernel: str, x: Any, grad: Any, out: Any) -> None:
     """The checks of gelu_forward (grad None) and gelu_backward, for every path."""
     roles = [("x", x, False)] + ([("grad", grad, False)] if kernel == "gelu_backward" else []) + [("out", out, True)]
     args = FusedArgs(kernel, roles, floats=[r for r, _, _ in roles])
-    for role, a, _ in roles[1:]:
+    for role, _, _ in roles[1:]:
         args.shape(role, tuple(x.shape), "x")
     args.disjoint()
 
@@ -53,6 +58,7 @@ def gelu_backward(x: Array, grad: Array, out: Array, tanh: bool) -> None:
 
 
 def check_layer_norm_forward(x: Any, weight: Any, bias: Any, out: Any, mean: Any, rstd: Any) -> None:
+    """The checks of layer_norm_forward, for every path."""
     args = FusedArgs("layer_norm_forward", [("x", x, False), ("weight", weight, False), ("bias", bias, False),
                                             ("out", out, True), ("mean", mean, True), ("rstd", rstd, True)],
                      floats=["x", "weight", "bias", "out"], float64=["mean", "rstd"], optional=["weight", "bias"])
@@ -85,6 +91,7 @@ def layer_norm_forward(x: Array, weight: Array | None, bias: Array | None, eps: 
 
 def check_layer_norm_backward(x: Any, weight: Any, mean: Any, rstd: Any, grad: Any, grad_x: Any,
                               grad_weight: Any, grad_bias: Any) -> None:
+    """The checks of layer_norm_backward, for every path."""
     args = FusedArgs("layer_norm_backward",
                      [("x", x, False), ("weight", weight, False), ("mean", mean, False), ("rstd", rstd, False),
                       ("grad", grad, False), ("grad_x", grad_x, True), ("grad_weight", grad_weight, True),
@@ -118,7 +125,8 @@ def layer_norm_backward(x: Array, weight: Array | None, mean: Array, rstd: Array
             grad_bias[...] = fused_math.column_sums(g).astype(x.dtype)
 
 
-def _check_cross_entropy(kernel: str, logits: Any, targets: Any, ignore_index: int, roles: list) -> None:
+def check_cross_entropy(kernel: str, logits: Any, targets: Any, ignore_index: int, roles: list) -> None:
+    """The checks of cross_entropy_forward and _backward (``roles``: their arrays past the targets)."""
     args = FusedArgs(kernel, [("logits", logits, False), ("targets", targets, False), *roles],
                      floats=["logits", *(r for r, _, _ in roles if r in ("losses", "grad", "out"))],
                      float64=["lse"], int64=["targets"])
@@ -135,9 +143,9 @@ def _check_cross_entropy(kernel: str, logits: Any, targets: Any, ignore_index: i
 def cross_entropy_forward(logits: Array, targets: Array, ignore_index: int, losses: Array, lse: Array) -> int:
     """losses[i] = logsumexp(logits[i]) - logits[i, targets[i]], 0 where targets[i] == ignore_index;
     lse[i] = logsumexp(logits[i]) (float64, kept for the backward). Returns the items not ignored."""
-    _check_cross_entropy("cross_entropy_forward", logits, targets, ignore_index,
+    check_cross_entropy("cross_entropy_forward", logits, targets, ignore_index,
                          [("losses", losses, True), ("lse", lse, True)])
-    rows, classes = logits.shape
+    rows = logits.shape[0]
     if rows == 0:
         return 0
     valid = targets != ignore_index
@@ -154,7 +162,7 @@ def cross_entropy_forward(logits: Array, targets: Array, ignore_index: int, loss
 def cross_entropy_backward(logits: Array, targets: Array, ignore_index: int, lse: Array, grad: Array,
                            out: Array) -> None:
     """out = grad[i] (softmax(logits[i]) - one_hot(targets[i])), 0 on ignored rows (grad: one per item)."""
-    _check_cross_entropy("cross_entropy_backward", logits, targets, ignore_index,
+    check_cross_entropy("cross_entropy_backward", logits, targets, ignore_index,
                          [("lse", lse, False), ("grad", grad, False), ("out", out, True)])
     rows, classes = logits.shape
     if rows == 0:
@@ -167,8 +175,8 @@ def cross_entropy_backward(logits: Array, targets: Array, ignore_index: int, lse
         out[...] = np.where(target, d - w, d).astype(logits.dtype)
 
 
-def embedding_backward(ids: Array, grad: Array, out: Array) -> None:
-    """out = 0, then out[ids[i]] += grad[i] for each i in order (a row per id: the table's gradient)."""
+def check_embedding(ids: Any, grad: Any, out: Any) -> None:
+    """The checks of embedding_backward, for every path."""
     args = FusedArgs("embedding_backward", [("ids", ids, False), ("grad", grad, False), ("out", out, True)],
                      floats=["grad", "out"], int64=["ids"])
     args.axes("ids", 1)
@@ -177,5 +185,10 @@ def embedding_backward(ids: Array, grad: Array, out: Array) -> None:
     args.shape("grad", (ids.shape[0], out.shape[1]), "out")
     args.disjoint()
     check_ids("embedding_backward", ids, out.shape[0])
+
+
+def embedding_backward(ids: Array, grad: Array, out: Array) -> None:
+    """out = 0, then out[ids[i]] += grad[i] for each i in order (a row per id: the table's gradient)."""
+    check_embedding(ids, grad, out)
     out[...] = 0
     np.add.at(out, ids, grad)
