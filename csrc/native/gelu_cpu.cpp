@@ -94,9 +94,31 @@ void gelu(const char* kernel, bool backward, py::handle x, py::handle grad, py::
     }
 }
 
+template <class T>
+void erf_values(const T* x, T* out, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = MtaNarrow<T>::from(mta_erf<T>(mta_widen<double>(x[i])));
+}
+
 }  // namespace
 
 void bind_gelu(py::module_& m) {
+    m.def(
+        "erf",
+        [](py::handle x, py::handle out) {
+            const FusedArgs args("erf", {{"x", x, false}, {"out", out, true}}, {"x", "out"});
+            args.shape("out", std::vector<py::ssize_t>(args["x"].shape(), args["x"].shape() + args["x"].ndim()), "x");
+            args.disjoint();
+            const auto n = static_cast<std::int64_t>(args["x"].size());
+            if (args.dtype() == Dtype::f32) {
+                erf_values(static_cast<const float*>(args.data("x")), static_cast<float*>(args.mutable_data("out")), n);
+            } else {
+                erf_values(static_cast<const double*>(args.data("x")), static_cast<double*>(args.mutable_data("out")),
+                           n);
+            }
+        },
+        py::arg("x"), py::arg("out"),
+        R"doc(out = erf(x), the error function the GELU kernels use (float64 inside, rounded once): exposed for
+its accuracy test.)doc");
     m.def(
         "gelu_forward", [](py::handle x, py::handle out, bool tanh) { gelu("gelu_forward", false, x, py::none(), out, tanh); },
         py::arg("x"), py::arg("out"), py::arg("tanh"),
