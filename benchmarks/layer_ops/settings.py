@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Settings", "TARGET_RATIO", "full_settings", "quick_settings"]
+__all__ = ["TARGET_RATIO", "Settings", "full_settings", "quick_settings"]
 
 #: ours / PyTorch, forward + backward, for GELU, LayerNorm and cross entropy (issue 19)
 TARGET_RATIO = 1.2

@@ -81,19 +81,26 @@ MTA_ALWAYS_INLINE inline void backward_chunk(const LayerNormJob& job, std::int64
         };
         if (job.out) {
             T* __restrict dx = static_cast<T*>(job.out) + r * n;
-            const double mean_gw = mta_div(row_lane_sum(n, gw), count);
-            const double mean_gw_x_hat =
-                mta_div(row_lane_sum(n, [&](std::int64_t j) { return mta_mul(gw(j), x_hat(j)); }), count);
+            double sum_gw = 0.0;
+            double sum_gw_x_hat = 0.0;
+            row_lane_sums(n, gw, [&](std::int64_t j) { return mta_mul(gw(j), x_hat(j)); }, sum_gw, sum_gw_x_hat);
+            const double mean_gw = mta_div(sum_gw, count);
+            const double mean_gw_x_hat = mta_div(sum_gw_x_hat, count);
 #pragma omp simd
             for (std::int64_t j = 0; j < n; ++j) {
                 dx[j] = mta_layer_norm_grad_element<T>(gw(j), x_hat(j), rstd, mean_gw, mean_gw_x_hat);
             }
         }
-        if (pw) {
+        if (pw && pb) {
+#pragma omp simd
+            for (std::int64_t j = 0; j < n; ++j) {
+                pw[j] = mta_add(pw[j], mta_mul(mta_widen<double>(g[j]), x_hat(j)));
+                pb[j] = mta_add(pb[j], mta_widen<double>(g[j]));
+            }
+        } else if (pw) {
 #pragma omp simd
             for (std::int64_t j = 0; j < n; ++j) pw[j] = mta_add(pw[j], mta_mul(mta_widen<double>(g[j]), x_hat(j)));
-        }
-        if (pb) {
+        } else if (pb) {
 #pragma omp simd
             for (std::int64_t j = 0; j < n; ++j) pb[j] = mta_add(pb[j], mta_widen<double>(g[j]));
         }

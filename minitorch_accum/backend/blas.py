@@ -19,12 +19,30 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GemmFunction", "find_gemm"]
+__all__ = ["K_BLOCK", "MIN_BLOCKED_OUTPUT", "GemmFunction", "find_gemm", "weight_gradient_blocks"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 # gemm(out, a, trans_a, b, trans_b, alpha, beta): out = alpha op(a) op(b) + beta out, in place
 GemmFunction = Callable[[np.ndarray, np.ndarray, bool, np.ndarray, bool, float, float], None]
+
+# The weight-gradient GEMM out(M, N) (+)= a(K, M)^T g(K, N) sums over K, the items of a
+# micro-batch. OpenBLAS runs it with the transposed A slower than MKL at large K; cut into K
+# blocks, each a GEMM with beta = 1 after the first (the arena write already takes beta),
+# it keeps its packed panels in cache. Measured (benchmarks/layer_ops.py, 1 thread, see
+# K_BLOCK's choice in docs/kernels.md): blocking helps only large outputs; for the char
+# transformer's (64 x 192, K = 1024) one call is faster. MTA_GEMM_K_BLOCK=0 turns it off.
+K_BLOCK = 256
+MIN_BLOCKED_OUTPUT = 256 * 256  # M * N from which the K-blocks pay
+
+
+def weight_gradient_blocks(k: int, m: int, n: int) -> list[tuple[int, int]] | None:
+    """The [start, end) K-blocks of an out(m, n) += a(k, m)^T g(k, n) GEMM, or None for one call."""
+    setting = os.environ.get("MTA_GEMM_K_BLOCK")
+    block = K_BLOCK if setting is None else int(setting)
+    if block <= 0 or k < 2 * block or m * n < MIN_BLOCKED_OUTPUT:
+        return None
+    return [(start, min(k, start + block)) for start in range(0, k, block)]
 
 
 @cache
