@@ -23,7 +23,7 @@ __device__ __forceinline__ void mta_cross_entropy_forward_rows(const T* x, const
         double s = 0.0;
         if (active) {
             for (mta_u64 i = lane; i < classes; i += MTA_ROW_LANES) {
-                s = mta_add(s, mta_exp<T>(mta_sub(mta_widen<double>(xr[i]), shift)));
+                s = mta_add(s, MtaSoftmaxExp<T>::of(mta_sub(mta_widen<double>(xr[i]), shift)));
             }
         }
         const double lse = mta_add(shift, mta_log_sum<T>(mta_row_lanes_sum(s)));
@@ -46,7 +46,7 @@ __device__ __forceinline__ void mta_cross_entropy_backward_elements(const T* x, 
         const mta_i64 t = targets[row];
         const bool valid = t != ignore_index;
         const double w = valid ? mta_widen<double>(grad[row]) : 0.0;
-        out[k] = mta_cross_entropy_grad_element<T, T>(x[k], lse[row], w, valid && (mta_i64)(k % classes) == t);
+        out[k] = mta_cross_entropy_grad_element<T>(x[k], lse[row], w, valid && (mta_i64)(k % classes) == t);
     }
 }
 

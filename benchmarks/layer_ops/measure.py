@@ -43,8 +43,9 @@ def _case_record(case: Case, samples: dict[str, list[float]]) -> dict[str, Any]:
 
 
 def _pin_threads(settings: Settings, torch: Any) -> Any:
-    """Every pool to settings.threads: the native one (read at its first parallel call, so the
-    environment is set before any kernel ran), NumPy's and SciPy's BLAS, PyTorch's."""
+    """Every pool to settings.threads: the native one (it reads MTA_NUM_THREADS at its first
+    parallel call: in the program's own process, before any kernel ran), NumPy's and SciPy's
+    BLAS, PyTorch's. Returns the BLAS limits, to be undone."""
     os.environ["MTA_NUM_THREADS"] = str(settings.threads)
     if torch is not None:
         torch.module.set_num_threads(settings.threads)
@@ -55,6 +56,8 @@ def _pin_threads(settings: Settings, torch: Any) -> Any:
 
 def measure(settings: Settings, log: Log) -> dict[str, Any]:
     torch = import_torch(settings.device, match_spin=True)
+    saved_threads = os.environ.get("MTA_NUM_THREADS")
+    torch_threads = torch.module.get_num_threads() if torch is not None else None
     pinned = _pin_threads(settings, torch)
     load_before = loadavg()
     cases = []
@@ -67,19 +70,27 @@ def measure(settings: Settings, log: Log) -> dict[str, Any]:
             log(f"{case.name} ({case.shape})")
             samples = time_interleaved(case.variants, settings.gemm_repeats, 1)
             cases.append(_case_record(case, samples))
+        threads = {"MTA_NUM_THREADS": os.environ.get("MTA_NUM_THREADS"),
+                   "torch": torch.module.get_num_threads() if torch is not None else None,
+                   "blas": settings.threads, "native_simd": native_simd()}
     finally:
         pinned.unregister()
+        if saved_threads is None:
+            os.environ.pop("MTA_NUM_THREADS", None)
+        else:
+            os.environ["MTA_NUM_THREADS"] = saved_threads
+        if torch_threads is not None:
+            torch.module.set_num_threads(torch_threads)
     targets = [c for c in cases if "target" in c]
     record = asdict(settings)
-    record["threads_in_effect"] = {"MTA_NUM_THREADS": os.environ.get("MTA_NUM_THREADS"),
-                                   "torch": torch.module.get_num_threads() if torch is not None else None,
-                                   "blas": settings.threads, "native_simd": native_simd()}
+    record["threads_in_effect"] = threads
     return {
         "benchmark": BENCHMARK,
         "machine": machine_info(),
         "load_average": {"before": load_before, "after": loadavg()},
         "settings": record,
-        "torch": None if torch is None else {"version": torch.module.__version__, "gomp_spincount": torch.gomp_spincount},
+        "torch": None if torch is None else {"version": torch.module.__version__,
+                                             "gomp_spincount": torch.gomp_spincount},
         "cases": cases,
         "all_targets_met": bool(targets) and all(c["target"]["met"] for c in targets),
     }

@@ -34,8 +34,8 @@ MTA_ALWAYS_INLINE inline void forward_rows(const CrossEntropyJob& job, std::int6
         const T* __restrict x = static_cast<const T*>(job.logits) + r * n;
         const double shift =
             mta_softmax_shift(row_lane_max(n, [&](std::int64_t j) { return mta_widen<double>(x[j]); }));
-        const double sum =
-            row_lane_sum(n, [&](std::int64_t j) { return mta_exp<T>(mta_sub(mta_widen<double>(x[j]), shift)); });
+        const double sum = row_lane_sum(
+            n, [&](std::int64_t j) { return MtaSoftmaxExp<T>::of(mta_sub(mta_widen<double>(x[j]), shift)); });
         const double lse = mta_add(shift, mta_log_sum<T>(sum));
         job.lse[r] = lse;
         const std::int64_t t = job.targets[r];
@@ -57,7 +57,7 @@ MTA_ALWAYS_INLINE inline void backward_rows(const CrossEntropyJob& job, std::int
         const double lse = job.lse[r];
 #pragma omp simd
         for (std::int64_t j = 0; j < n; ++j) {
-            out[j] = mta_cross_entropy_grad_element<T, T>(x[j], lse, w, valid && j == t);
+            out[j] = mta_cross_entropy_grad_element<T>(x[j], lse, w, valid && j == t);
         }
     }
 }

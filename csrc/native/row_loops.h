@@ -23,17 +23,25 @@ MTA_ALWAYS_INLINE inline double combine_row_lanes(double* lanes) {
     return mta_add(lanes[0], lanes[1]);
 }
 
-// The values of a row's tail [i, n) (fewer than 32 elements, i a multiple of 32), computed as
-// one vector step over the last 32 elements of the row (all inside it), of which the tail is
-// the end; a row shorter than 32 has no such window and computes its values one by one.
+// The values of a row's tail [i, n) (fewer than 32 elements, i a multiple of 32): one vector
+// step over the row's last 8, 16 or 32 elements (the fewest that hold the tail, all inside
+// the row), of which the tail is the end; a row too short for that window computes its
+// values one by one.
+template <int W, class Value>
+MTA_ALWAYS_INLINE inline const double* row_window_values(double* window, std::int64_t n, std::int64_t rest,
+                                                         Value value) {
+    const std::int64_t start = n - W;
+#pragma omp simd
+    for (int l = 0; l < W; ++l) window[l] = value(start + l);
+    return window + (W - rest);
+}
+
 template <class Value>
 MTA_ALWAYS_INLINE inline const double* row_tail_values(double* window, std::int64_t i, std::int64_t n, Value value) {
-    if (n >= MTA_ROW_LANES) {
-        const std::int64_t start = n - MTA_ROW_LANES;
-#pragma omp simd
-        for (int l = 0; l < MTA_ROW_LANES; ++l) window[l] = value(start + l);
-        return window + (i - start);
-    }
+    const std::int64_t rest = n - i;
+    if (rest <= 8 && n >= 8) return row_window_values<8>(window, n, rest, value);
+    if (rest <= 16 && n >= 16) return row_window_values<16>(window, n, rest, value);
+    if (n >= MTA_ROW_LANES) return row_window_values<MTA_ROW_LANES>(window, n, rest, value);
     for (std::int64_t j = i; j < n; ++j) window[j - i] = value(j);
     return window;
 }

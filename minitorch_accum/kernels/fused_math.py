@@ -16,15 +16,18 @@ import numpy as np
 __all__ = [
     "COEFFICIENTS",
     "COLUMN_CHUNK",
+    "EXPF_TAIL",
     "ROW_LANES",
     "column_sums",
     "erf",
     "exp",
+    "expf",
     "gelu",
     "gelu_derivative",
     "horner",
     "lane_sums",
     "log_sum",
+    "softmax_exp",
     "softmax_shift",
 ]
 
@@ -106,6 +109,45 @@ def exp(y: np.ndarray, precision: np.dtype | str) -> np.ndarray:
         p = 1.0 + (r + (r * r) * horner(_set("exp_tail", precision), r))
         k1 = k >> 1
         return (p * _pow2(k1)) * _pow2(k - k1)
+
+
+#: the float exp's polynomial (mta_expf), float32 values
+EXPF_TAIL: tuple[float, ...] = (0.5, 0.16666577756404877, 0.041666556149721146, 0.008363173343241215,
+                                0.0013926175888627768)
+_F32 = np.float32
+
+
+def _pow2f(k: np.ndarray) -> np.ndarray:
+    return ((k + 127) << 23).astype(np.int32).view(np.float32)
+
+
+def expf(y: np.ndarray) -> np.ndarray:
+    """e^y of a float32 array in float32 arithmetic (mta_expf)."""
+    with np.errstate(all="ignore"):
+        y = y.astype(np.float32)
+        wide = y.astype(np.float64)
+        y = np.where(wide < -104.0, _F32(-104.0), y)
+        y = np.where(wide > 89.0, _F32(89.0), y)
+        magic = _F32(12582912.0)
+        m = y * _F32(1.44269504) + magic
+        kd = m - magic
+        k = m.view(np.int32) - magic.view(np.int32)
+        r = (y - kd * _F32(0.693145751953125)) - kd * _F32(1.42860677e-06)
+        q = np.full_like(r, _F32(EXPF_TAIL[-1]))
+        for c in EXPF_TAIL[-2::-1]:
+            q = q * r + _F32(c)
+        p = _F32(1.0) + (r + (r * r) * q)
+        k1 = k >> 1
+        return (p * _pow2f(k1)) * _pow2f(k - k1)
+
+
+def softmax_exp(d: np.ndarray, dtype: np.dtype | str) -> np.ndarray:
+    """e^d of softmax terms in float64 (MtaSoftmaxExp): the double exp for float64 logits, the
+    float exp of d rounded to float32 for float32 logits."""
+    if np.dtype(dtype) == np.float64:
+        return exp(d, "float64")
+    with np.errstate(all="ignore"):
+        return expf(d.astype(np.float32)).astype(np.float64)
 
 
 def log_sum(s: np.ndarray, precision: np.dtype | str) -> np.ndarray:

@@ -152,7 +152,7 @@ def cross_entropy_forward(logits: Array, targets: Array, ignore_index: int, loss
     with np.errstate(all="ignore"):
         x = logits.astype(np.float64)
         shift = fused_math.softmax_shift(np.fmax.reduce(x, axis=1))
-        sums = fused_math.lane_sums(fused_math.exp(x - shift[:, None], logits.dtype))
+        sums = fused_math.lane_sums(fused_math.softmax_exp(x - shift[:, None], logits.dtype))
         lse[...] = shift + fused_math.log_sum(sums, logits.dtype)
         picked = x[np.arange(rows), np.where(valid, targets, 0)]
         losses[...] = np.where(valid, lse - picked, 0.0).astype(logits.dtype)
@@ -170,7 +170,7 @@ def cross_entropy_backward(logits: Array, targets: Array, ignore_index: int, lse
     valid = targets != ignore_index
     with np.errstate(all="ignore"):
         w = np.where(valid, grad.astype(np.float64), 0.0)[:, None]
-        d = w * fused_math.exp(logits.astype(np.float64) - lse[:, None], logits.dtype)
+        d = w * fused_math.softmax_exp(logits.astype(np.float64) - lse[:, None], logits.dtype)
         target = valid[:, None] & (np.arange(classes)[None, :] == targets[:, None])
         out[...] = np.where(target, d - w, d).astype(logits.dtype)
 

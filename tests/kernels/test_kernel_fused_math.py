@@ -91,6 +91,18 @@ def test_exp_is_within_one_ulp_and_keeps_subnormals():
     assert edges[4] == 0 and edges[5] == 1.0 and edges[6] == 1.0
 
 
+def test_float_exp_of_float32_softmax_terms_is_within_one_ulp_of_float32():
+    y = np.concatenate([RNG.uniform(-87, 88, 100_000), RNG.uniform(-30, 0, 100_000)]).astype(np.float32)
+    exact = np.array([math.exp(float(v)) for v in y]).astype(np.float32)
+    assert ulps_f32(fused_math.expf(y), exact).max() <= 1
+    tiny = RNG.uniform(-103, -87.5, 5000).astype(np.float32)  # subnormal results round once
+    exact_tiny = np.array([math.exp(float(v)) for v in tiny]).astype(np.float32)
+    assert ulps_f32(fused_math.expf(tiny), exact_tiny).max() <= 1
+    edges = fused_math.expf(np.array([-np.inf, np.inf, np.nan, 89.0, -104.0, 0.0], np.float32))
+    assert edges[0] == 0 and edges[1] == np.inf and np.isnan(edges[2]) and edges[3] == np.inf
+    assert edges[4] == 0 and edges[5] == 1.0
+
+
 def test_log_of_a_softmax_sum_is_within_one_ulp():
     s = np.concatenate([RNG.uniform(1, 3, 20_000), np.exp(RNG.uniform(0, 700, 20_000)), [1.0, 2.0, 65.0]])
     exact = np.array([math.log(v) for v in s])
@@ -107,8 +119,8 @@ def _header_coefficients() -> dict[tuple[str, str], tuple[float, ...]]:
     found = {}
     for struct in re.finditer(r"template <> struct MtaFusedPoly<(\w+)> \{(.*?)\n\};", text, re.S):
         precision = {"double": "float64", "float": "float32"}[struct.group(1)]
-        for fn in re.finditer(r"static double (\w+)\(double \w+\) \{\s*return mta_horner\(\w+, (.*?)\);", struct.group(2),
-                              re.S):
+        pattern = r"static double (\w+)\(double \w+\) \{\s*return mta_horner\(\w+, (.*?)\);"
+        for fn in re.finditer(pattern, struct.group(2), re.S):
             found[(fn.group(1), precision)] = tuple(float(v) for v in fn.group(2).split(","))
     return found
 
@@ -117,6 +129,9 @@ def test_numpy_twin_has_the_headers_coefficients():
     header = _header_coefficients()
     twin = {(name, precision): c for name, sets in fused_math.COEFFICIENTS.items() for precision, c in sets.items()}
     assert header == twin and len(header) == 8
+    text = (csrc_dir() / "fused_math.cuh").read_text()
+    literals = re.search(r"mta_hornerf\(r, (.*?)\);", text, re.S).group(1)
+    assert tuple(float(v.strip().rstrip("f")) for v in literals.split(",")) == fused_math.EXPF_TAIL
 
 
 @given(st.integers(1, 200), st.integers(0, 3), st.sampled_from([np.float32, np.float64]))
