@@ -3,6 +3,7 @@
 // our exp and log, the loss or the gradient rounded once to the stored dtype.
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "fused_math.cuh"
 #include "native/bindings.h"
@@ -20,6 +21,7 @@ struct CrossEntropyJob {
     const std::int64_t* targets;
     std::int64_t ignore_index;
     double* lse;          // forward writes it, backward reads it
+    double* shift;        // forward: each row's shift (scratch)
     void* losses;         // forward
     const void* grad;     // backward: one per item
     void* out;            // backward: like logits
@@ -27,21 +29,27 @@ struct CrossEntropyJob {
     std::int64_t classes;
 };
 
+// Each row's shift and sum of exponentials, then (one vector loop over the rows) its
+// log-sum-exp, then its loss.
 template <class T>
 MTA_ALWAYS_INLINE inline void forward_rows(const CrossEntropyJob& job, std::int64_t begin, std::int64_t end) {
     const std::int64_t n = job.classes;
+    double* __restrict lse = job.lse;
+    double* __restrict shift = job.shift;
     for (std::int64_t r = begin; r < end; ++r) {
         const T* __restrict x = static_cast<const T*>(job.logits) + r * n;
-        const double shift =
-            mta_softmax_shift(row_lane_max(n, [&](std::int64_t j) { return mta_widen<double>(x[j]); }));
-        const double sum = row_lane_sum(
-            n, [&](std::int64_t j) { return MtaSoftmaxExp<T>::of(mta_sub(mta_widen<double>(x[j]), shift)); });
-        const double lse = mta_add(shift, mta_log_sum<T>(sum));
-        job.lse[r] = lse;
+        const double s = mta_softmax_shift(row_lane_max(n, [&](std::int64_t j) { return mta_widen<double>(x[j]); }));
+        shift[r] = s;
+        lse[r] = row_lane_sum(  // the sum, until the loop below takes its log
+            n, [&](std::int64_t j) { return MtaSoftmaxExp<T>::of(mta_sub(mta_widen<double>(x[j]), s)); });
+    }
+#pragma omp simd
+    for (std::int64_t r = begin; r < end; ++r) lse[r] = mta_add(shift[r], mta_log_sum<T>(lse[r]));
+    for (std::int64_t r = begin; r < end; ++r) {
         const std::int64_t t = job.targets[r];
-        const bool valid = t != job.ignore_index;
+        const T* x = static_cast<const T*>(job.logits) + r * n;
         static_cast<T*>(job.losses)[r] =
-            valid ? MtaNarrow<T>::from(mta_sub(lse, mta_widen<double>(x[t]))) : T(0);
+            t != job.ignore_index ? MtaNarrow<T>::from(mta_sub(lse[r], mta_widen<double>(x[t]))) : T(0);
     }
 }
 
@@ -132,8 +140,9 @@ std::int64_t cross_entropy_forward(py::handle logits, py::handle targets, std::i
                           {"lse", lse, true}},
                          {"logits", "losses"}, {"lse"}, {"targets"});
     check_rows(kernel, args, ignore_index, {"losses", "lse"}, false);
+    std::vector<double> shift(static_cast<std::size_t>(args["logits"].shape(0)));
     const CrossEntropyJob job{args.data("logits"), static_cast<const std::int64_t*>(args.data("targets")),
-                              ignore_index, static_cast<double*>(args.mutable_data("lse")),
+                              ignore_index, static_cast<double*>(args.mutable_data("lse")), shift.data(),
                               args.mutable_data("losses"), nullptr, nullptr, args["logits"].shape(0),
                               args["logits"].shape(1)};
     std::int64_t count = 0;
@@ -152,8 +161,8 @@ void cross_entropy_backward(py::handle logits, py::handle targets, std::int64_t 
     check_rows(kernel, args, ignore_index, {"lse", "grad"}, true);
     const CrossEntropyJob job{args.data("logits"), static_cast<const std::int64_t*>(args.data("targets")),
                               ignore_index, const_cast<double*>(static_cast<const double*>(args.data("lse"))),
-                              nullptr, args.data("grad"), args.mutable_data("out"), args["logits"].shape(0),
-                              args["logits"].shape(1)};
+                              nullptr, nullptr, args.data("grad"), args.mutable_data("out"),
+                              args["logits"].shape(0), args["logits"].shape(1)};
     run_rows(true, args.dtype(), job);
 }
 

@@ -19,13 +19,13 @@ namespace {
 
 struct LayerNormJob {
     const void* x;
-    const void* weight;  // null: 1
-    const void* bias;    // null: 0 (added as -0, which changes no value)
+    const void* weight;  // a missing weight is a row of ones
+    const void* bias;    // a missing bias a row of -0 (x + -0 is x for every x)
     const void* grad;
     void* out;           // forward: y; backward: dx (null: not wanted)
     double* mean;
     double* rstd;
-    double* partial_w;   // backward: chunks x columns partial sums (null: not wanted)
+    double* partial_w;   // backward: chunks x columns partial sums (scratch when not wanted)
     double* partial_b;
     std::int64_t rows;
     std::int64_t columns;
@@ -36,8 +36,8 @@ template <class T>
 MTA_ALWAYS_INLINE inline void forward_rows(const LayerNormJob& job, std::int64_t begin, std::int64_t end) {
     const std::int64_t n = job.columns;
     const double count = static_cast<double>(n);
-    const T* w = static_cast<const T*>(job.weight);
-    const T* b = static_cast<const T*>(job.bias);
+    const T* __restrict w = static_cast<const T*>(job.weight);
+    const T* __restrict b = static_cast<const T*>(job.bias);
     for (std::int64_t r = begin; r < end; ++r) {
         const T* __restrict x = static_cast<const T*>(job.x) + r * n;
         T* __restrict y = static_cast<T*>(job.out) + r * n;
@@ -49,26 +49,25 @@ MTA_ALWAYS_INLINE inline void forward_rows(const LayerNormJob& job, std::int64_t
         const double rstd = mta_div(1.0, mta_sqrt(mta_add(mta_div(squares, count), job.eps)));
 #pragma omp simd
         for (std::int64_t j = 0; j < n; ++j) {
-            y[j] = mta_layer_norm_element<T>(x[j], mean, rstd, w ? mta_widen<double>(w[j]) : 1.0,
-                                             b ? mta_widen<double>(b[j]) : -0.0);
+            y[j] = mta_layer_norm_element<T>(x[j], mean, rstd, mta_widen<double>(w[j]), mta_widen<double>(b[j]));
         }
         job.mean[r] = mean;
         job.rstd[r] = rstd;
     }
 }
 
-// One chunk of MTA_COLUMN_CHUNK rows: dx of each row, and the chunk's partial column sums.
+// One chunk of MTA_COLUMN_CHUNK rows: dx of each row (when wanted), and the chunk's partial
+// column sums of g x_hat and of g, in one pass over the row after its two sums. The weight
+// is never null here (a missing one is a row of ones) and both partial rows always exist
+// (scratch when not wanted), so the loops have no branches.
 template <class T>
 MTA_ALWAYS_INLINE inline void backward_chunk(const LayerNormJob& job, std::int64_t chunk) {
     const std::int64_t n = job.columns;
     const double count = static_cast<double>(n);
-    const T* w = static_cast<const T*>(job.weight);
-    double* __restrict pw = job.partial_w ? job.partial_w + chunk * n : nullptr;
-    double* __restrict pb = job.partial_b ? job.partial_b + chunk * n : nullptr;
-    for (std::int64_t j = 0; j < n; ++j) {
-        if (pw) pw[j] = 0.0;
-        if (pb) pb[j] = 0.0;
-    }
+    const T* __restrict w = static_cast<const T*>(job.weight);
+    double* __restrict pw = job.partial_w + chunk * n;
+    double* __restrict pb = job.partial_b + chunk * n;
+    for (std::int64_t j = 0; j < n; ++j) pw[j] = pb[j] = 0.0;
     const std::int64_t end = std::min(job.rows, (chunk + 1) * MTA_COLUMN_CHUNK);
     for (std::int64_t r = chunk * MTA_COLUMN_CHUNK; r < end; ++r) {
         const T* __restrict x = static_cast<const T*>(job.x) + r * n;
@@ -76,9 +75,7 @@ MTA_ALWAYS_INLINE inline void backward_chunk(const LayerNormJob& job, std::int64
         const double mean = job.mean[r];
         const double rstd = job.rstd[r];
         const auto x_hat = [&](std::int64_t j) { return mta_mul(mta_sub(mta_widen<double>(x[j]), mean), rstd); };
-        const auto gw = [&](std::int64_t j) {
-            return mta_mul(mta_widen<double>(g[j]), w ? mta_widen<double>(w[j]) : 1.0);
-        };
+        const auto gw = [&](std::int64_t j) { return mta_mul(mta_widen<double>(g[j]), mta_widen<double>(w[j])); };
         if (job.out) {
             T* __restrict dx = static_cast<T*>(job.out) + r * n;
             double sum_gw = 0.0;
@@ -88,21 +85,19 @@ MTA_ALWAYS_INLINE inline void backward_chunk(const LayerNormJob& job, std::int64
             const double mean_gw_x_hat = mta_div(sum_gw_x_hat, count);
 #pragma omp simd
             for (std::int64_t j = 0; j < n; ++j) {
-                dx[j] = mta_layer_norm_grad_element<T>(gw(j), x_hat(j), rstd, mean_gw, mean_gw_x_hat);
+                const double h = x_hat(j);
+                const double gj = mta_widen<double>(g[j]);
+                dx[j] = mta_layer_norm_grad_element<T>(gw(j), h, rstd, mean_gw, mean_gw_x_hat);
+                pw[j] = mta_add(pw[j], mta_mul(gj, h));
+                pb[j] = mta_add(pb[j], gj);
             }
-        }
-        if (pw && pb) {
+        } else {
 #pragma omp simd
             for (std::int64_t j = 0; j < n; ++j) {
-                pw[j] = mta_add(pw[j], mta_mul(mta_widen<double>(g[j]), x_hat(j)));
-                pb[j] = mta_add(pb[j], mta_widen<double>(g[j]));
+                const double gj = mta_widen<double>(g[j]);
+                pw[j] = mta_add(pw[j], mta_mul(gj, x_hat(j)));
+                pb[j] = mta_add(pb[j], gj);
             }
-        } else if (pw) {
-#pragma omp simd
-            for (std::int64_t j = 0; j < n; ++j) pw[j] = mta_add(pw[j], mta_mul(mta_widen<double>(g[j]), x_hat(j)));
-        } else if (pb) {
-#pragma omp simd
-            for (std::int64_t j = 0; j < n; ++j) pb[j] = mta_add(pb[j], mta_widen<double>(g[j]));
         }
     }
 }
@@ -148,6 +143,20 @@ void backward_span(const LayerNormJob& job, std::int64_t chunk) {
     backward_chunk<T>(job, chunk);
 }
 
+// The weight or bias as given, or a row of `fill` (1 for a weight, -0 for a bias) kept in `storage`.
+const void* row_or_fill(const FusedArgs& args, const char* role, Dtype dtype, std::int64_t n, double fill,
+                        std::vector<double>& storage) {
+    if (args.has(role)) return args.data(role);
+    if (dtype == Dtype::f64) {
+        storage.assign(static_cast<std::size_t>(n), fill);
+    } else {
+        storage.assign(static_cast<std::size_t>(n + 1) / 2, 0.0);
+        float* f = reinterpret_cast<float*>(storage.data());
+        for (std::int64_t j = 0; j < n; ++j) f[j] = static_cast<float>(fill);
+    }
+    return storage.data();
+}
+
 // The partials of each column added in chunk order, rounded once to T.
 template <class T>
 void finish_columns(const double* partials, std::int64_t chunks, std::int64_t n, void* out) {
@@ -174,7 +183,10 @@ void layer_norm_forward(py::handle x, py::handle weight, py::handle bias, double
     args.shape("mean", {rows}, "x");
     args.shape("rstd", {rows}, "x");
     args.disjoint();
-    const LayerNormJob job{args.data("x"), args.data("weight"), args.data("bias"), nullptr,
+    std::vector<double> ones, zeros;
+    const std::int64_t n = columns;
+    const LayerNormJob job{args.data("x"), row_or_fill(args, "weight", args.dtype(), n, 1.0, ones),
+                           row_or_fill(args, "bias", args.dtype(), n, -0.0, zeros), nullptr,
                            args.mutable_data("out"), static_cast<double*>(args.mutable_data("mean")),
                            static_cast<double*>(args.mutable_data("rstd")), nullptr, nullptr, rows, columns, eps};
     const std::int64_t per_task = rows_per_task(columns);
@@ -211,13 +223,14 @@ void layer_norm_backward(py::handle x, py::handle weight, py::handle mean, py::h
     args.shape("grad_bias", {columns}, "x");
     args.disjoint();
     const std::int64_t chunks = (rows + MTA_COLUMN_CHUNK - 1) / MTA_COLUMN_CHUNK;
-    std::vector<double> partial_w(args.has("grad_weight") ? chunks * columns : 0);
-    std::vector<double> partial_b(args.has("grad_bias") ? chunks * columns : 0);
-    const LayerNormJob job{args.data("x"), args.data("weight"), nullptr, args.data("grad"),
+    std::vector<double> partial_w(static_cast<std::size_t>(chunks * columns));
+    std::vector<double> partial_b(static_cast<std::size_t>(chunks * columns));
+    std::vector<double> ones;
+    const LayerNormJob job{args.data("x"), row_or_fill(args, "weight", args.dtype(), columns, 1.0, ones), nullptr,
+                           args.data("grad"),
                            args.mutable_data("grad_x"), const_cast<double*>(static_cast<const double*>(args.data("mean"))),
                            const_cast<double*>(static_cast<const double*>(args.data("rstd"))),
-                           partial_w.empty() ? nullptr : partial_w.data(), partial_b.empty() ? nullptr : partial_b.data(),
-                           rows, columns, 0.0};
+                           partial_w.data(), partial_b.data(), rows, columns, 0.0};
     const bool f32 = args.dtype() == Dtype::f32;
     std::optional<py::gil_scoped_release> nogil;
     if (rows * columns >= 4096) nogil.emplace();

@@ -183,3 +183,18 @@ def test_outputs_that_overlap_an_input_are_refused() -> None:
     for path in PATHS:
         with on_path(path), pytest.raises(ValueError, match="share memory"):
             K.gelu_forward(x, out=x)
+
+
+@pytest.mark.skipif(not K.native_available(), reason="needs the native extension")
+def test_every_kernel_the_fused_plans_launch_is_compiled_and_registered() -> None:
+    # the emulator registers exactly the kernels the .cu files define (test_kernel_sources)
+    from minitorch_accum.kernels.launch import emulator
+
+    registered = emulator.kernels()
+    for suffix in ("f32", "f64"):
+        for stem in ("gelu_forward", "gelu_backward", "layer_norm_forward", "layer_norm_input_grad",
+                     "layer_norm_column_partials", "layer_norm_column_finish", "cross_entropy_forward",
+                     "cross_entropy_backward", "embedding_backward"):
+            assert f"mta_{stem}_{suffix}" in registered, (stem, suffix)
+    # row kernels synchronize: their threads run as fibers
+    assert registered["mta_cross_entropy_forward_f32"][1:] == (256, True)
