@@ -170,21 +170,26 @@ def fused_cases(settings: Settings, torch: Any) -> list[Case]:
 
 def gemm_cases(settings: Settings, torch: Any) -> list[Case]:
     """The weight-gradient GEMM out += a^T g into a buffer (the arena's beta = 1 write): the
-    backend's (K-blocked as it chooses), one unblocked call to the same BLAS, and PyTorch's."""
+    backend's (one call unless MTA_GEMM_K_BLOCK asks for K-blocks), the same BLAS in K-blocks
+    of 256 with beta = 1, and PyTorch's (MKL)."""
     cases = []
     backend = backend_for("cpu")
     for k, m, n in settings.gemm_shapes:
         a, g = _data((k, m), 13), _data((k, n), 14)
         out = np.zeros((m, n), np.float32)
         gemm = find_gemm(out.dtype)
-        blocks = weight_gradient_blocks(k, m, n)
-        variants: dict[str, Callable[[], Any]] = {"ours_blocked": lambda a=a, g=g, out=out: backend.gemm_into(
-            a.T, g, out, 1.0, 1.0)}
+        variants: dict[str, Callable[[], Any]] = {
+            "ours_gemm": lambda a=a, g=g, out=out: backend.gemm_into(a.T, g, out, 1.0, 1.0)}
         if gemm is not None:
-            variants["ours_one_call"] = lambda a=a, g=g, out=out, gemm=gemm: gemm(out, a, True, g, False, 1.0, 1.0)
+            def blocked(a=a, g=g, out=out, gemm=gemm, k=k) -> None:
+                for start in range(0, k, 256):
+                    gemm(out, a[start : start + 256], True, g[start : start + 256], False, 1.0, 1.0)
+
+            variants["ours_k256"] = blocked
         if torch is not None:
             ta, tg, tout = torch.from_numpy(a), torch.from_numpy(g), torch.zeros(m, n)
             variants["torch_addmm"] = lambda ta=ta, tg=tg, tout=tout: tout.addmm_(ta.T, tg)
-        label = f"K = {k}, {m} x {n}, " + (f"{len(blocks)} K-blocks" if blocks else "not blocked")
+        blocks = weight_gradient_blocks(k, m, n)
+        label = f"K = {k}, {m} x {n}" + (f", backend in {len(blocks)} K-blocks" if blocks else "")
         cases.append(Case("weight-gradient GEMM", label, variants, False))
     return cases

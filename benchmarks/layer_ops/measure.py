@@ -29,8 +29,9 @@ def _case_record(case: Case, samples: dict[str, list[float]]) -> dict[str, Any]:
         ratios[direction] = _ratio(medians, [f"ours_{direction}"], [f"torch_{direction}"])
         ratios[f"{direction}_vs_numpy"] = _ratio(medians, [f"ours_{direction}"], [f"numpy_{direction}"])
     ratios["both"] = _ratio(medians, ["ours_forward", "ours_backward"], ["torch_forward", "torch_backward"])
-    ratios["gemm"] = _ratio(medians, ["ours_blocked"], ["torch_addmm"])
-    ratios["gemm_one_call"] = _ratio(medians, ["ours_one_call"], ["torch_addmm"])
+    ratios["gemm"] = _ratio(medians, ["ours_gemm"], ["torch_addmm"])
+    ratios["gemm_k256"] = _ratio(medians, ["ours_k256"], ["torch_addmm"])
+    ratios["k256_over_backend"] = _ratio(medians, ["ours_k256"], ["ours_gemm"])
     record: dict[str, Any] = {
         "case": case.name, "shape": case.shape,
         "median_ms": {name: 1e3 * m for name, m in medians.items()},

@@ -32,10 +32,11 @@ def format_table(payload: dict[str, Any]) -> str:
                      _x(c, "forward_vs_numpy"), _x(c, "backward_vs_numpy"), met])
     lines += text_table(["op", "shape", "ours fwd ms", "torch fwd", "ours bwd", "torch bwd", "fwd x", "bwd x",
                          "both x", "fwd / numpy", "bwd / numpy", "<= 1.2x"], rows, numbers_right=True, rule=True)
-    gemms = [[c["shape"], _ms(c, "ours_blocked"), _ms(c, "ours_one_call"), _ms(c, "torch_addmm"), _x(c, "gemm"),
-              _x(c, "gemm_one_call")] for c in payload["cases"] if c["case"] == "weight-gradient GEMM"]
+    gemms = [[c["shape"], _ms(c, "ours_gemm"), _ms(c, "ours_k256"), _ms(c, "torch_addmm"), _x(c, "gemm"),
+              _x(c, "gemm_k256"), _x(c, "k256_over_backend")]
+             for c in payload["cases"] if c["case"] == "weight-gradient GEMM"]
     if gemms:
-        lines += ["", "weight-gradient GEMM out += a^T g (beta = 1), ms and ours / PyTorch (MKL):"]
-        lines += text_table(["shape", "ours", "one call", "torch addmm_", "ours x", "one call x"], gemms,
-                            numbers_right=True, rule=True)
+        lines += ["", "weight-gradient GEMM out += a^T g (beta = 1), ms, and over PyTorch (MKL):"]
+        lines += text_table(["shape", "backend", "K-blocks of 256", "torch addmm_", "backend x", "blocks x",
+                             "blocks / backend"], gemms, numbers_right=True, rule=True)
     return "\n".join(lines)

@@ -27,13 +27,17 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 GemmFunction = Callable[[np.ndarray, np.ndarray, bool, np.ndarray, bool, float, float], None]
 
 # The weight-gradient GEMM out(M, N) (+)= a(K, M)^T g(K, N) sums over K, the items of a
-# micro-batch. OpenBLAS runs it with the transposed A slower than MKL at large K; cut into K
-# blocks, each a GEMM with beta = 1 after the first (the arena write already takes beta),
-# it keeps its packed panels in cache. Measured (benchmarks/layer_ops.py, 1 thread, see
-# K_BLOCK's choice in docs/kernels.md): blocking helps only large outputs; for the char
-# transformer's (64 x 192, K = 1024) one call is faster. MTA_GEMM_K_BLOCK=0 turns it off.
-K_BLOCK = 256
-MIN_BLOCKED_OUTPUT = 256 * 256  # M * N from which the K-blocks pay
+# micro-batch. Issue 19 measured OpenBLAS 2-2.5x slower than MKL on it at K = 1024 and parity
+# when it is cut into K-blocks of 128-512, each a GEMM with beta = 1 after the first (the
+# arena write already takes beta). Measured here (benchmarks/layer_ops.py, docs/kernels.md)
+# one call was within 1.07-1.4x of MKL and blocks gained nothing: at GPT-2-small's shapes
+# blocks of 256 ran at 0.99-1.04x the one call with 1 thread and 1.3-1.45x slower with 2
+# threads on a busy machine; at the char transformer's (outputs up to 256 x 64) blocks of
+# 128-256 were 10-50% slower. So blocking is off unless MTA_GEMM_K_BLOCK=N asks for blocks
+# of N (where OpenBLAS is slow, as in the issue's measurement), and even then only for
+# outputs of MIN_BLOCKED_OUTPUT elements or more.
+K_BLOCK = 0  # the default block size: 0, one call
+MIN_BLOCKED_OUTPUT = 256 * 256  # M * N from which K-blocks may pay
 
 
 def weight_gradient_blocks(k: int, m: int, n: int) -> list[tuple[int, int]] | None:

@@ -80,4 +80,7 @@ def test_weight_gradient_gemm_in_k_blocks_equals_one_call(dtype: type, beta: flo
     monkeypatch.setenv("MTA_GEMM_K_BLOCK", "0")
     assert blas_module.weight_gradient_blocks(37, 6, 5) is None
     monkeypatch.undo()
-    assert blas_module.weight_gradient_blocks(1024, 64, 192) is None  # the char transformer's: one call
+    assert blas_module.weight_gradient_blocks(1024, 768, 3072) is None  # off by default: one call
+    monkeypatch.setenv("MTA_GEMM_K_BLOCK", "256")
+    assert len(blas_module.weight_gradient_blocks(1024, 768, 3072)) == 4
+    assert blas_module.weight_gradient_blocks(1024, 64, 192) is None  # a small output: one call anyway
