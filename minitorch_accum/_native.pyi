@@ -46,6 +46,28 @@ def multi_adamw_step(
     exp_avg_sqs: Sequence[Array],
     scalars: AdamScalars,
 ) -> None: ...
+def gelu_forward(x: Array, out: Array, tanh: bool) -> None: ...
+def gelu_backward(x: Array, grad: Array, out: Array, tanh: bool) -> None: ...
+def erf(x: Array, out: Array) -> None:
+    """The erf of the GELU kernels (float64 inside, rounded once to x's dtype), for its accuracy test."""
+def layer_norm_forward(
+    x: Array, weight: Array | None, bias: Array | None, eps: float, out: Array, mean: Array, rstd: Array
+) -> None: ...
+def layer_norm_backward(
+    x: Array,
+    weight: Array | None,
+    mean: Array,
+    rstd: Array,
+    grad: Array,
+    grad_x: Array | None,
+    grad_weight: Array | None,
+    grad_bias: Array | None,
+) -> None: ...
+def cross_entropy_forward(logits: Array, targets: Array, ignore_index: int, losses: Array, lse: Array) -> int: ...
+def cross_entropy_backward(
+    logits: Array, targets: Array, ignore_index: int, lse: Array, grad: Array, out: Array
+) -> None: ...
+def embedding_backward(ids: Array, grad: Array, out: Array) -> None: ...
 def getenv(name: str) -> str | None:
     """The process environment's value of name (os.environ writes through putenv), or None; cheap when unset."""
 

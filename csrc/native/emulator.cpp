@@ -190,6 +190,7 @@ void bind(py::module_& m) {
     register_accumulate_kernels();
     register_l2_norm_kernels();
     register_optimizer_kernels();
+    register_fused_kernels();
 
     m.def("emulator_launch", &launch, py::arg("kernel"), py::arg("grid"), py::arg("block"), py::arg("args"),
           R"doc(Run a CUDA kernel of csrc/*.cu on the CPU for the given grid and block.

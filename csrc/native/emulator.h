@@ -94,5 +94,6 @@ KernelEntry make_entry(const char* name, void (*kernel)(Args...), unsigned max_t
 void register_accumulate_kernels();
 void register_l2_norm_kernels();
 void register_optimizer_kernels();
+void register_fused_kernels();
 
 }  // namespace minitorch_accum::emulator

@@ -1,7 +1,10 @@
 """The Backend interface: what the ops and the accumulation layer may ask of a device.
 
 Ops are written once against ``backend.xp`` (NumPy's array API, which CuPy mirrors)
-plus the few operations below whose spelling differs between the two libraries.
+plus the few operations below whose spelling differs between the two libraries, and
+the fused layer kernels (``minitorch_accum.kernels.fused``: GELU, LayerNorm, softmax
+cross entropy, embedding backward), which run natively on NumPy arrays and as CUDA
+kernels on CuPy arrays, for float32 and float64 (``fuses``).
 """
 
 from __future__ import annotations
@@ -12,9 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from minitorch_accum import kernels
 from minitorch_accum.backend.device import Device
 
-__all__ = ["Backend"]
+__all__ = ["FUSED_DTYPES", "Backend"]
+
+#: the dtypes the fused layer kernels take; ops keep their array-library form for the others
+FUSED_DTYPES: tuple[np.dtype, ...] = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class Backend(ABC):
@@ -57,6 +64,51 @@ class Backend(ABC):
         Returns True when a BLAS GEMM wrote into ``out`` directly (no temporary the
         size of ``out``), False when it had to fall back to a product and an update.
         """
+
+    # ---------------------------------------------------------- fused layer kernels
+    # Arrays are made C-contiguous first (a gradient may be a broadcast view); 2-D means
+    # (rows, features) with the op's leading axes flattened by the caller.
+
+    def fuses(self, dtype: Any) -> bool:
+        """Whether the fused layer kernels take arrays of ``dtype``."""
+        return np.dtype(dtype) in FUSED_DTYPES
+
+    def gelu(self, x: Any, approximate: str) -> Any:
+        """gelu(x), PyTorch's "none" (erf) or "tanh" form."""
+        return kernels.gelu_forward(self.xp.ascontiguousarray(x), approximate)
+
+    def gelu_backward(self, x: Any, grad: Any, approximate: str) -> Any:
+        """grad * gelu'(x)."""
+        xp = self.xp
+        return kernels.gelu_backward(xp.ascontiguousarray(x), xp.ascontiguousarray(grad), approximate)
+
+    def layer_norm(self, x: Any, weight: Any, bias: Any, eps: float) -> tuple[Any, Any, Any]:
+        """(y, mean, rstd) of a LayerNorm over the last axis of a 2-D x (mean, rstd float64)."""
+        xp = self.xp
+        return kernels.layer_norm_forward(xp.ascontiguousarray(x), weight, bias, eps)
+
+    def layer_norm_backward(self, x: Any, weight: Any, mean: Any, rstd: Any, grad: Any,
+                            needs: tuple[bool, bool, bool]) -> tuple[Any, Any, Any]:
+        """(grad_x, grad_weight, grad_bias), each None where ``needs`` says it is not wanted."""
+        return kernels.layer_norm_backward(x, weight, mean, rstd, self.xp.ascontiguousarray(grad),
+                                           input_grad=needs[0], weight_grad=needs[1], bias_grad=needs[2])
+
+    def cross_entropy(self, logits: Any, targets: Any, ignore_index: int) -> tuple[Any, Any, int]:
+        """(per-item losses, log-sum-exp per row, items not ignored) for 2-D logits, 1-D targets."""
+        xp = self.xp
+        return kernels.cross_entropy_forward(xp.ascontiguousarray(logits), targets.astype(np.int64, copy=False),
+                                             ignore_index)
+
+    def cross_entropy_backward(self, logits: Any, targets: Any, lse: Any, grad: Any, ignore_index: int) -> Any:
+        """The logits' gradient from one gradient value per item."""
+        xp = self.xp
+        return kernels.cross_entropy_backward(logits, targets.astype(np.int64, copy=False), lse,
+                                              xp.ascontiguousarray(grad, dtype=logits.dtype), ignore_index)
+
+    def embedding_backward(self, ids: Any, grad: Any, rows: int) -> Any:
+        """The (rows, dim) table gradient: the rows of ``grad`` (n, dim) summed by ``ids`` (n,)."""
+        xp = self.xp
+        return kernels.embedding_backward(xp.ascontiguousarray(ids, dtype=np.int64), xp.ascontiguousarray(grad), rows)
 
     def synchronize(self) -> None:  # noqa: B027 - a no-op is the right default for the CPU
         """Wait for queued device work (a no-op on the CPU)."""

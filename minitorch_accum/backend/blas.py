@@ -19,12 +19,34 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GemmFunction", "find_gemm"]
+__all__ = ["K_BLOCK", "MIN_BLOCKED_OUTPUT", "GemmFunction", "find_gemm", "weight_gradient_blocks"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 # gemm(out, a, trans_a, b, trans_b, alpha, beta): out = alpha op(a) op(b) + beta out, in place
 GemmFunction = Callable[[np.ndarray, np.ndarray, bool, np.ndarray, bool, float, float], None]
+
+# The weight-gradient GEMM out(M, N) (+)= a(K, M)^T g(K, N) sums over K, the items of a
+# micro-batch. Issue 19 measured OpenBLAS 2-2.5x slower than MKL on it at K = 1024 and parity
+# when it is cut into K-blocks of 128-512, each a GEMM with beta = 1 after the first (the
+# arena write already takes beta). Measured here (benchmarks/layer_ops.py, docs/kernels.md)
+# one call was within 1.07-1.4x of MKL and blocks gained nothing: at GPT-2-small's shapes
+# blocks of 256 ran at 0.99-1.04x the one call with 1 thread and 1.3-1.45x slower with 2
+# threads on a busy machine; at the char transformer's (outputs up to 256 x 64) blocks of
+# 128-256 were 10-50% slower. So blocking is off unless MTA_GEMM_K_BLOCK=N asks for blocks
+# of N (where OpenBLAS is slow, as in the issue's measurement), and even then only for
+# outputs of MIN_BLOCKED_OUTPUT elements or more.
+K_BLOCK = 0  # the default block size: 0, one call
+MIN_BLOCKED_OUTPUT = 256 * 256  # M * N from which K-blocks may pay
+
+
+def weight_gradient_blocks(k: int, m: int, n: int) -> list[tuple[int, int]] | None:
+    """The [start, end) K-blocks of an out(m, n) += a(k, m)^T g(k, n) GEMM, or None for one call."""
+    setting = os.environ.get("MTA_GEMM_K_BLOCK")
+    block = K_BLOCK if setting is None else int(setting)
+    if block <= 0 or k < 2 * block or m * n < MIN_BLOCKED_OUTPUT:
+        return None
+    return [(start, min(k, start + block)) for start in range(0, k, block)]
 
 
 @cache

@@ -9,7 +9,7 @@ from scipy import special
 from scipy.linalg import blas
 
 from minitorch_accum.backend.base import Backend
-from minitorch_accum.backend.blas import find_gemm
+from minitorch_accum.backend.blas import find_gemm, weight_gradient_blocks
 from minitorch_accum.backend.device import Device
 
 __all__ = ["NumpyBackend"]
@@ -73,7 +73,13 @@ class NumpyBackend(Backend):
         row_major = find_gemm(out.dtype)
         if row_major is not None:
             left, right = _row_major_operand(a), _row_major_operand(b)
-            row_major(out, left[0], left[1], right[0], right[1], alpha, beta)
+            # the weight gradient a^T g: K-blocks of rows of both factors, beta = 1 after the first
+            blocks = weight_gradient_blocks(left[0].shape[0], *out.shape) if left[1] and not right[1] else None
+            if blocks is None:
+                row_major(out, left[0], left[1], right[0], right[1], alpha, beta)
+                return True
+            for start, end in blocks:
+                row_major(out, left[0][start:end], True, right[0][start:end], False, alpha, beta if start == 0 else 1.0)
             return True
         return self._scipy_gemm(gemm, a, b, out, alpha, beta)
 

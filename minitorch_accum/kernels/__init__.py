@@ -12,7 +12,9 @@ NumPy arrays the CPU path of ``kernel_path()`` ("native" by default; set
 ``MTA_KERNELS=reference|native|emulated`` or use ``use_path``).
 ``minitorch_accum.kernels.reference`` holds the NumPy oracle of each kernel,
 with the native module's signatures. ``catalog`` is the table of bytes per
-element (``bytes_moved``). Launch planning and the two runners (emulator,
+element (``bytes_moved``). ``fused`` holds the fused layer kernels (GELU,
+LayerNorm, softmax cross entropy, embedding backward) that the ops call instead
+of chains of NumPy temporaries. Launch planning and the two runners (emulator,
 CuPy) are in ``launch/``, the NVRTC and nvcc tools and the command line in
 ``tools/``; docs/kernels.md tells the whole story.
 
@@ -41,6 +43,16 @@ from minitorch_accum.kernels.dispatch import (
     native_available,
     use_path,
 )
+from minitorch_accum.kernels.fused import (
+    GELU_FORMS,
+    cross_entropy_backward,
+    cross_entropy_forward,
+    embedding_backward,
+    gelu_backward,
+    gelu_forward,
+    layer_norm_backward,
+    layer_norm_forward,
+)
 from minitorch_accum.kernels.norms import l2_norm, multi_l2_norm
 from minitorch_accum.kernels.optimizer_steps import (
     adamw_step,
@@ -51,6 +63,7 @@ from minitorch_accum.kernels.optimizer_steps import (
 
 __all__ = [
     "CATALOG",
+    "GELU_FORMS",
     "KERNELS",
     "KernelInfo",
     "NativeExtensionMissingWarning",
@@ -61,8 +74,15 @@ __all__ = [
     "cast_add_scale",
     "copy_scale",
     "copy_scale_compensated",
+    "cross_entropy_backward",
+    "cross_entropy_forward",
+    "embedding_backward",
+    "gelu_backward",
+    "gelu_forward",
     "kernel_path",
     "l2_norm",
+    "layer_norm_backward",
+    "layer_norm_forward",
     "multi_adamw_step",
     "multi_add_scale",
     "multi_add_scale_compensated",

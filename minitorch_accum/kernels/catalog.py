@@ -2,7 +2,8 @@
 
 Bytes are counted from how often a kernel touches each element: ``acc_accesses``
 reads plus writes of accumulator-dtype arrays (acc, comp, or the parameter and
-its optimizer states), ``grad_reads`` reads of the gradient. ``bytes_moved``
+its optimizer states; for the fused layer kernels, the arrays of the kernel's
+dtype), ``grad_reads`` reads of the gradient. ``bytes_moved``
 turns that into bytes for any dtypes; ``bytes_fp32`` is the figure for fp32
 accumulators (the one the benchmarks divide by time to get bandwidth), with a
 2-byte gradient for the cast kernels. The accumulation layer's window passes
@@ -63,6 +64,19 @@ CATALOG: tuple[KernelInfo, ...] = (
     KernelInfo("multi_sgd_momentum_step", "sgd_momentum_step over a list, one launch per table", 4, 1),
     KernelInfo("adamw_step", "AdamW/Adam-L2 step on grad_scale * g, bias corrections from the host", 6, 1),
     KernelInfo("multi_adamw_step", "adamw_step over a list, one launch per table", 6, 1),
+    # the fused layer kernels: "acc" accesses are those of arrays of the kernel's dtype
+    KernelInfo("gelu_forward", "y = gelu(x), erf or tanh form, in fp64 with our erf, rounded once", 2, 0),
+    KernelInfo("gelu_backward", "dx = dy * gelu'(x)", 3, 0),
+    KernelInfo("layer_norm_forward", "y = (x - mean) rstd w + b per row; mean, rstd (fp64) kept", 2, 0,
+               "+16 B per row"),
+    KernelInfo("layer_norm_backward", "dx, dw, db of layer_norm_forward (column sums per 64 rows)", 3, 0,
+               "+16 B per row"),
+    KernelInfo("cross_entropy_forward", "loss = logsumexp(x) - x[target] per row, 0 if ignored; lse kept", 1, 0,
+               "+16 B per row"),
+    KernelInfo("cross_entropy_backward", "dx = grad (softmax(x) - one_hot(target)), 0 on ignored rows", 2, 0,
+               "+20 B per row"),
+    KernelInfo("embedding_backward", "out[ids[i]] += grad[i] in order (a counting sort, no np.add.at)", 2, 0,
+               "per grad element; +8 B per id"),
 )
 
 KERNELS: tuple[str, ...] = tuple(k.name for k in CATALOG)
@@ -100,6 +114,9 @@ def bytes_moved(name: str, elements: int, acc_itemsize: int, grad_itemsize: int)
 
 def source_of(cuda_kernel: str) -> str:
     """The .cu file defining a CUDA kernel, from its extern "C" name (mta_...)."""
+    for family in ("gelu", "layer_norm", "cross_entropy", "embedding"):
+        if cuda_kernel.startswith(f"mta_{family}_"):
+            return f"{family}.cu"
     if "l2_norm" in cuda_kernel:
         return "l2_norm.cu"
     if "sgd" in cuda_kernel or "adamw" in cuda_kernel:

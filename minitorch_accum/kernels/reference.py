@@ -8,6 +8,7 @@ same messages (``validation``). The arithmetic is written in the order of
 csrc/accum_math.cuh with scalars rounded once to the accumulator dtype, so the
 native, emulated and CUDA paths agree with it bit for bit; only the L2 norm,
 an fp64 sum here too but in another order, may differ from them by rounding.
+The fused layer kernels' references live in ``fused_reference`` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,15 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum.kernels import l2_scaling, modes
+from minitorch_accum.kernels.fused_reference import (
+    cross_entropy_backward,
+    cross_entropy_forward,
+    embedding_backward,
+    gelu_backward,
+    gelu_forward,
+    layer_norm_backward,
+    layer_norm_forward,
+)
 from minitorch_accum.kernels.optimizer_scalars import AdamScalars, SgdScalars
 from minitorch_accum.kernels.validation import (
     ADAM_ARRAYS,
@@ -35,7 +45,14 @@ __all__ = [
     "cast_add_scale",
     "copy_scale",
     "copy_scale_compensated",
+    "cross_entropy_backward",
+    "cross_entropy_forward",
+    "embedding_backward",
+    "gelu_backward",
+    "gelu_forward",
     "l2_norm",
+    "layer_norm_backward",
+    "layer_norm_forward",
     "multi_adamw_step",
     "multi_add_scale",
     "multi_add_scale_compensated",

@@ -54,3 +54,33 @@ def test_sixteen_bit_factors_are_widened_not_the_product() -> None:
     out = np.zeros((3, 2), dtype=np.float32)
     assert backend.gemm_into(x.T, g, out, 1.0, 1.0)
     np.testing.assert_allclose(out, x.T.astype(np.float32) @ g.astype(np.float32), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+def test_weight_gradient_gemm_in_k_blocks_equals_one_call(dtype: type, beta: float, monkeypatch) -> None:
+    from minitorch_accum.backend import blas as blas_module
+
+    if find_gemm(np.dtype(dtype)) is None:
+        pytest.skip("NumPy was built without a bundled OpenBLAS")
+    rng = np.random.default_rng(2)
+    backend = NumpyBackend()
+    x = rng.normal(size=(37, 6)).astype(dtype)
+    g = rng.normal(size=(37, 5)).astype(dtype)
+    start = rng.normal(size=(6, 5)).astype(dtype)
+    expected = 0.5 * (x.T.astype(np.float64) @ g) + beta * start
+    monkeypatch.setattr(blas_module, "MIN_BLOCKED_OUTPUT", 1)
+    monkeypatch.setenv("MTA_GEMM_K_BLOCK", "8")
+    assert blas_module.weight_gradient_blocks(37, 6, 5) == [(0, 8), (8, 16), (16, 24), (24, 32), (32, 37)]
+    # beta 0: the first block must not read the buffer (a NaN there stays out of the sum)
+    view = start.copy() if beta else np.full((6, 5), np.nan, dtype)
+    assert backend.gemm_into(x.T, g, view, 0.5, beta)
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(view, expected, rtol=tolerance, atol=tolerance)
+    monkeypatch.setenv("MTA_GEMM_K_BLOCK", "0")
+    assert blas_module.weight_gradient_blocks(37, 6, 5) is None
+    monkeypatch.undo()
+    assert blas_module.weight_gradient_blocks(1024, 768, 3072) is None  # off by default: one call
+    monkeypatch.setenv("MTA_GEMM_K_BLOCK", "256")
+    assert len(blas_module.weight_gradient_blocks(1024, 768, 3072)) == 4
+    assert blas_module.weight_gradient_blocks(1024, 64, 192) is None  # a small output: one call anyway

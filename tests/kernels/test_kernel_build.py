@@ -68,3 +68,24 @@ def test_a_changed_source_or_a_missing_module_compiles_and_says_so(project, caps
     command.build_extension(command.extensions[0])
     assert compiled == ["minitorch_accum._native"]
     assert "minitorch_accum: compiling the native CPU kernels (about a minute)" in capsys.readouterr().out
+
+
+def test_the_unity_build_includes_every_native_source_once_in_one_of_two_units(tmp_path):
+    setup = _load_setup()
+    sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "native").glob("*.cpp"))
+    groups = setup.unity_groups(sources)
+    assert set(groups) == {"emulator", "kernels"}
+    assert sorted(groups["emulator"] + groups["kernels"]) == sources  # each file once, whatever files exist
+    assert all(Path(f).name.startswith("emulat") for f in groups["emulator"])
+    # the CUDA keyword shims of the emulator's unit stay out of the kernels' unit
+    assert "csrc/native/emulator.cpp" in groups["emulator"] and "csrc/native/module.cpp" in groups["kernels"]
+    written = setup.write_unity_sources(tmp_path, sources + ["csrc/native/new_file.cpp"])
+    assert written == ["build/native_unity/native_emulator.cpp", "build/native_unity/native_kernels.cpp"]
+    kernels_unit = tmp_path / written[1]
+    assert '#include "native/new_file.cpp"\n' in kernels_unit.read_text()
+    assert '#include "native/module.cpp"\n' in kernels_unit.read_text()
+    os.utime(kernels_unit, (1_000, 1_000))
+    setup.write_unity_sources(tmp_path, sources + ["csrc/native/new_file.cpp"])
+    assert kernels_unit.stat().st_mtime == 1_000  # unchanged text: not rewritten
+    setup.write_unity_sources(tmp_path, sources)
+    assert "new_file" not in kernels_unit.read_text()

@@ -26,3 +26,24 @@ def test_matmul_with_vectors() -> None:
     u = leaf(rng.normal(size=3))
     gradcheck(lambda a, b: a @ b, [u, m])
     gradcheck(lambda a, b: a @ b, [leaf(rng.normal(size=4)), v])
+
+
+@given(st.integers(1, 4), st.integers(1, 5), st.integers(1, 6), st.integers(1, 5), st.booleans(),
+       st.integers(0, 2**32 - 1))
+def test_stacked_times_matrix_is_numpys_matmul_and_its_gradient(batch: int, rows: int, inner: int, out: int,
+                                                                 transposed: bool, seed: int) -> None:
+    # (..., k) @ (k, n) runs as one 2-D GEMM over all rows; a non-contiguous left operand is copied
+    import minitorch_accum as mta
+
+    rng = np.random.default_rng(seed)
+    a_values = rng.normal(size=(batch, inner, rows)).swapaxes(1, 2) if transposed else rng.normal(size=(batch, rows,
+                                                                                                       inner))
+    b_values = rng.normal(size=(inner, out))
+    a, b = leaf(a_values), leaf(b_values)
+    y = a @ b
+    np.testing.assert_allclose(y.numpy(), np.matmul(a_values, b_values), rtol=1e-13, atol=1e-13)
+    g = rng.normal(size=y.shape)
+    grads = (y * mta.tensor(g, dtype="float64")).sum().backward()
+    np.testing.assert_allclose(grads[a], g @ b_values.T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grads[b], np.einsum("bri,bro->io", a_values, g), rtol=1e-12, atol=1e-12)
+    gradcheck(lambda x, w: x @ w, [leaf(np.ascontiguousarray(a_values[:, :2])), leaf(b_values)])

@@ -1,6 +1,11 @@
 """Checkpoints written by the code of 2026-12-03 (before the redesign of issue 16) still load,
-and a run resumed from them ends on exactly the parameters that the uninterrupted run of that
-day wrote (fixtures/make_checkpoints_2026_12_03.py says how they were made)."""
+and a run resumed from them ends on the parameters that the uninterrupted run of that day wrote
+(fixtures/make_checkpoints_2026_12_03.py says how they were made).
+
+Bit for bit until issue 19: cross entropy now runs on a fused kernel (float64 inside, its own
+exp and log), whose loss gradient differs from the NumPy formula of that day by rounding, so
+the 2 to 4 optimizer steps after the checkpoint end within 1.5e-8 of that day's parameters
+(a float32 ulp of weights ~0.05; measured on both runs), not on them: within 1e-7 here."""
 
 from __future__ import annotations
 
@@ -30,10 +35,10 @@ def _assert_same_parameters(written: Path, expected: Path) -> None:
     assert sorted(got) == sorted(want)
     for name in want:
         assert got[name].dtype == want[name].dtype
-        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+        np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-7, err_msg=name)
 
 
-def test_cli_checkpoint_of_2026_12_03_resumes_bit_for_bit(tmp_path: Path) -> None:
+def test_cli_checkpoint_of_2026_12_03_resumes_to_that_days_parameters(tmp_path: Path) -> None:
     run = _copy("cli", tmp_path)
     result = subprocess.run([sys.executable, "-m", "minitorch_accum.cli", *CLI_ARGS, "--out", str(run), "--resume"],
                             capture_output=True, text=True, timeout=300)
@@ -42,7 +47,7 @@ def test_cli_checkpoint_of_2026_12_03_resumes_bit_for_bit(tmp_path: Path) -> Non
     _assert_same_parameters(run / "final.safetensors", FIXTURES / "cli" / "expected.safetensors")
 
 
-def test_mid_window_checkpoint_of_2026_12_03_resumes_bit_for_bit(tmp_path: Path) -> None:
+def test_mid_window_checkpoint_of_2026_12_03_resumes_to_that_days_parameters(tmp_path: Path) -> None:
     import minitorch_accum as mta
     from minitorch_accum.data import DataLoader, load_digits
     from minitorch_accum.nn import Linear, ReLU, Sequential

@@ -53,6 +53,7 @@ __all__ = [
     "accumulate_kernel_name",
     "adam_dtype",
     "build_tables",
+    "forced_grid",
     "forced_shape",
     "grid_stride_shape",
     "plan_accumulate",
@@ -139,6 +140,11 @@ def forced_shape(grid: int | None = None, block: int | None = None) -> AbstractC
     (their grid is the number of chunks in the table).
     """
     return _changed(grid=grid, block=block)
+
+
+def forced_grid() -> int | None:
+    """The grid a test forced with ``forced_shape(grid=...)``, or None."""
+    return _settings.grid
 
 
 def table_limits(max_tensors: int | None = None, max_blocks: int | None = None) -> AbstractContextManager[None]:

@@ -1,0 +1,194 @@
+"""NumPy reference of the fused layer kernels, with the native module's signatures.
+
+Each function makes the checks of ``fused_checks`` and computes what its native twin does,
+one float64 operation at a time in the kernels' order (``fused_math``: our exp, log and erf,
+the lane order of a row's sums, the chunk order of LayerNorm's column sums), rounding once to
+the stored dtype, so every path gives the same bits. ``reference`` re-exports them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from minitorch_accum.kernels import fused_math
+from minitorch_accum.kernels.fused_checks import FusedArgs, check_ids, check_targets
+from minitorch_accum.kernels.validation import describe, real_number
+
+__all__ = [
+    "check_cross_entropy",
+    "check_embedding",
+    "check_gelu",
+    "check_layer_norm_backward",
+    "check_layer_norm_forward",
+    "cross_entropy_backward",
+    "cross_entropy_forward",
+    "embedding_backward",
+    "gelu_backward",
+    "gelu_forward",
+    "layer_norm_backward",
+    "layer_norm_forward",
+]
+
+Array = np.ndarray
+
+
+def check_gelu(kernel: str, x: Any, grad: Any, out: Any) -> None:
+    """The checks of gelu_forward (grad None) and gelu_backward, for every path."""
+    roles = [("x", x, False)] + ([("grad", grad, False)] if kernel == "gelu_backward" else []) + [("out", out, True)]
+    args = FusedArgs(kernel, roles, floats=[r for r, _, _ in roles])
+    for role, _, _ in roles[1:]:
+        args.shape(role, tuple(x.shape), "x")
+    args.disjoint()
+
+
+def gelu_forward(x: Array, out: Array, tanh: bool) -> None:
+    """out = gelu(x), the erf form or (tanh) the tanh form."""
+    check_gelu("gelu_forward", x, None, out)
+    out[...] = fused_math.gelu(x.astype(np.float64), bool(tanh), x.dtype).astype(x.dtype)
+
+
+def gelu_backward(x: Array, grad: Array, out: Array, tanh: bool) -> None:
+    """out = grad * gelu'(x)."""
+    check_gelu("gelu_backward", x, grad, out)
+    with np.errstate(all="ignore"):
+        d = grad.astype(np.float64) * fused_math.gelu_derivative(x.astype(np.float64), bool(tanh), x.dtype)
+    out[...] = d.astype(x.dtype)
+
+
+def check_layer_norm_forward(x: Any, weight: Any, bias: Any, out: Any, mean: Any, rstd: Any) -> None:
+    """The checks of layer_norm_forward, for every path."""
+    args = FusedArgs("layer_norm_forward", [("x", x, False), ("weight", weight, False), ("bias", bias, False),
+                                            ("out", out, True), ("mean", mean, True), ("rstd", rstd, True)],
+                     floats=["x", "weight", "bias", "out"], float64=["mean", "rstd"], optional=["weight", "bias"])
+    args.axes("x", 2)
+    rows, features = x.shape
+    for role, shape in (("weight", (features,)), ("bias", (features,)), ("out", (rows, features)),
+                        ("mean", (rows,)), ("rstd", (rows,))):
+        args.shape(role, shape, "x")
+    args.disjoint()
+
+
+def layer_norm_forward(x: Array, weight: Array | None, bias: Array | None, eps: float, out: Array, mean: Array,
+                       rstd: Array) -> None:
+    """out = (x - mean) rstd weight + bias over the last axis of a 2-D x; mean and rstd (float64,
+    one per row) are kept for the backward. A missing weight is 1, a missing bias 0."""
+    eps = real_number("layer_norm_forward", "eps", eps)
+    check_layer_norm_forward(x, weight, bias, out, mean, rstd)
+    rows, features = x.shape
+    if rows == 0:
+        return
+    with np.errstate(all="ignore"):
+        x64 = x.astype(np.float64)
+        mean[...] = fused_math.lane_sums(x64) / float(features)
+        centered = x64 - mean[:, None]
+        rstd[...] = 1.0 / np.sqrt(fused_math.lane_sums(centered * centered) / float(features) + eps)
+        w = 1.0 if weight is None else weight.astype(np.float64)
+        b = -0.0 if bias is None else bias.astype(np.float64)
+        out[...] = ((centered * rstd[:, None]) * w + b).astype(x.dtype)
+
+
+def check_layer_norm_backward(x: Any, weight: Any, mean: Any, rstd: Any, grad: Any, grad_x: Any,
+                              grad_weight: Any, grad_bias: Any) -> None:
+    """The checks of layer_norm_backward, for every path."""
+    args = FusedArgs("layer_norm_backward",
+                     [("x", x, False), ("weight", weight, False), ("mean", mean, False), ("rstd", rstd, False),
+                      ("grad", grad, False), ("grad_x", grad_x, True), ("grad_weight", grad_weight, True),
+                      ("grad_bias", grad_bias, True)],
+                     floats=["x", "weight", "grad", "grad_x", "grad_weight", "grad_bias"], float64=["mean", "rstd"],
+                     optional=["weight", "grad_x", "grad_weight", "grad_bias"])
+    args.axes("x", 2)
+    rows, features = x.shape
+    for role, shape in (("weight", (features,)), ("mean", (rows,)), ("rstd", (rows,)), ("grad", (rows, features)),
+                        ("grad_x", (rows, features)), ("grad_weight", (features,)), ("grad_bias", (features,))):
+        args.shape(role, shape, "x")
+    args.disjoint()
+
+
+def layer_norm_backward(x: Array, weight: Array | None, mean: Array, rstd: Array, grad: Array, grad_x: Array | None,
+                        grad_weight: Array | None, grad_bias: Array | None) -> None:
+    """The gradients of layer_norm_forward: each of grad_x, grad_weight and grad_bias that is given."""
+    check_layer_norm_backward(x, weight, mean, rstd, grad, grad_x, grad_weight, grad_bias)
+    rows, features = x.shape
+    with np.errstate(all="ignore"):
+        g = grad.astype(np.float64)
+        x_hat = (x.astype(np.float64) - mean[:, None]) * rstd[:, None]
+        if grad_x is not None and rows:
+            gw = g if weight is None else g * weight.astype(np.float64)
+            mean_gw = fused_math.lane_sums(gw) / float(features)
+            mean_gw_x_hat = fused_math.lane_sums(gw * x_hat) / float(features)
+            grad_x[...] = (rstd[:, None] * ((gw - mean_gw[:, None]) - x_hat * mean_gw_x_hat[:, None])).astype(x.dtype)
+        if grad_weight is not None:
+            grad_weight[...] = fused_math.column_sums(g * x_hat).astype(x.dtype)
+        if grad_bias is not None:
+            grad_bias[...] = fused_math.column_sums(g).astype(x.dtype)
+
+
+def check_cross_entropy(kernel: str, logits: Any, targets: Any, ignore_index: int, roles: list) -> None:
+    """The checks of cross_entropy_forward and _backward (``roles``: their arrays past the targets)."""
+    args = FusedArgs(kernel, [("logits", logits, False), ("targets", targets, False), *roles],
+                     floats=["logits", *(r for r, _, _ in roles if r in ("losses", "grad", "out"))],
+                     float64=["lse"], int64=["targets"])
+    args.axes("logits", 2)
+    rows, classes = logits.shape
+    if classes == 0:
+        raise ValueError(f"{kernel}: {describe('logits', logits)} must have at least one class")
+    for role, _, _ in [("targets", None, None), *roles]:
+        args.shape(role, (rows, classes) if role == "out" else (rows,), "logits")
+    args.disjoint()
+    check_targets(kernel, targets, classes, ignore_index)
+
+
+def cross_entropy_forward(logits: Array, targets: Array, ignore_index: int, losses: Array, lse: Array) -> int:
+    """losses[i] = logsumexp(logits[i]) - logits[i, targets[i]], 0 where targets[i] == ignore_index;
+    lse[i] = logsumexp(logits[i]) (float64, kept for the backward). Returns the items not ignored."""
+    check_cross_entropy("cross_entropy_forward", logits, targets, ignore_index,
+                         [("losses", losses, True), ("lse", lse, True)])
+    rows = logits.shape[0]
+    if rows == 0:
+        return 0
+    valid = targets != ignore_index
+    with np.errstate(all="ignore"):
+        x = logits.astype(np.float64)
+        shift = fused_math.softmax_shift(np.fmax.reduce(x, axis=1))
+        sums = fused_math.lane_sums(fused_math.softmax_exp(x - shift[:, None], logits.dtype))
+        lse[...] = shift + fused_math.log_sum(sums, logits.dtype)
+        picked = x[np.arange(rows), np.where(valid, targets, 0)]
+        losses[...] = np.where(valid, lse - picked, 0.0).astype(logits.dtype)
+    return int(valid.sum())
+
+
+def cross_entropy_backward(logits: Array, targets: Array, ignore_index: int, lse: Array, grad: Array,
+                           out: Array) -> None:
+    """out = grad[i] (softmax(logits[i]) - one_hot(targets[i])), 0 on ignored rows (grad: one per item)."""
+    check_cross_entropy("cross_entropy_backward", logits, targets, ignore_index,
+                         [("lse", lse, False), ("grad", grad, False), ("out", out, True)])
+    rows, classes = logits.shape
+    if rows == 0:
+        return
+    valid = targets != ignore_index
+    with np.errstate(all="ignore"):
+        w = np.where(valid, grad.astype(np.float64), 0.0)[:, None]
+        d = w * fused_math.softmax_exp(logits.astype(np.float64) - lse[:, None], logits.dtype)
+        target = valid[:, None] & (np.arange(classes)[None, :] == targets[:, None])
+        out[...] = np.where(target, d - w, d).astype(logits.dtype)
+
+
+def check_embedding(ids: Any, grad: Any, out: Any) -> None:
+    """The checks of embedding_backward, for every path."""
+    args = FusedArgs("embedding_backward", [("ids", ids, False), ("grad", grad, False), ("out", out, True)],
+                     floats=["grad", "out"], int64=["ids"])
+    args.axes("ids", 1)
+    args.axes("grad", 2)
+    args.axes("out", 2)
+    args.shape("grad", (ids.shape[0], out.shape[1]), "out")
+    args.disjoint()
+    check_ids("embedding_backward", ids, out.shape[0])
+
+
+def embedding_backward(ids: Array, grad: Array, out: Array) -> None:
+    """out = 0, then out[ids[i]] += grad[i] for each i in order (a row per id: the table's gradient)."""
+    check_embedding(ids, grad, out)
+    out[...] = 0
+    np.add.at(out, ids, grad)
