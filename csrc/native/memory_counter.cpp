@@ -33,9 +33,13 @@
 
 namespace minitorch_accum {
 
-namespace {
+// a namespace of its own: the module is a unity build, so file-local names must not meet
+// those of the other sources (the thread pool has a Block too)
+namespace memory_counting {
 
 namespace py = pybind11;
+
+namespace {
 
 // NumPy's PyDataMemAllocator and PyDataMem_Handler (numpy/ndarraytypes.h, NumPy >= 1.22)
 struct DataAllocator {
@@ -384,7 +388,7 @@ void unhook_objects() {
 
 }  // namespace
 
-void bind_memory_counter(py::module_& m) {
+void bind(py::module_& m) {
     m.def(
         "memory_counting_handler",
         [](py::capsule numpy_handler) {
@@ -472,5 +476,9 @@ first as (file, line, qualified name); frames are empty for frees and without ``
         R"doc(For tests: open probes, blocks being tracked (0 when none is open), whether the Python-object
 hook is in the allocator chain.)doc");
 }
+
+}  // namespace memory_counting
+
+void bind_memory_counter(pybind11::module_& m) { memory_counting::bind(m); }
 
 }  // namespace minitorch_accum
