@@ -8,6 +8,7 @@ from minitorch_accum.autodiff.grad_mode import enable_grad, is_grad_enabled, no_
 from minitorch_accum.autodiff.gradients import Gradients
 from minitorch_accum.autodiff.graph import apply
 from minitorch_accum.autodiff.reductions import ValuesIndices
+from minitorch_accum.autodiff.saved_versions import InPlaceModificationError
 from minitorch_accum.autodiff.tensor import ElementCount, Tensor, matmul
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "ElementCount",
     "Gradients",
     "GraphFreedError",
+    "InPlaceModificationError",
     "LeafSink",
     "Tensor",
     "ValuesIndices",
