@@ -28,6 +28,7 @@ from minitorch_accum.accum import FUSIONS, REDUCTIONS
 from minitorch_accum.backend import parse_device
 from minitorch_accum.data import DATASETS
 from minitorch_accum.distributed.launch import COMMUNICATORS
+from minitorch_accum.models import DIGITS_MLP_VARIANTS
 from minitorch_accum.optim.lr_scheduler import LRScheduler
 from minitorch_accum.train.metrics import METRICS
 from minitorch_accum.train.progress import PROGRESS_MODES
@@ -144,6 +145,10 @@ SETTINGS: tuple[Setting, ...] = (
             target="task", flag="--optimizer"),
     Setting("dtype", Choice(("float32", "float64")), "float32", "parameter and accumulation dtype", target="task",
             flag="--dtype", commands=_ALL),
+    Setting("model", Choice(("task", *DIGITS_MLP_VARIANTS)), "task",
+            "the task's own model, or a digits MLP with a BatchNorm1d (it couples a batch's items) or with "
+            "dropout (masks drawn anew per batch): their windows differ from the big batch",
+            target="command", resume=True, flag="--model", commands=("explain",)),
     Setting("block_size", _MAYBE_POSITIVE, None, "--dataset chars: characters of context the transformer sees "
             "(default: the task's); a micro-batch of b rows holds b x block-size items", target="task",
             flag="--block-size", commands=_ALL),

@@ -56,13 +56,14 @@ def test_explain_shows_kernels_and_the_check(capsys: pytest.CaptureFixture) -> N
     assert main(["explain", "--accum", "3", "--micro-batch", "4"]) == 0
     out = capsys.readouterr().out
     assert "gemm-beta0" in out and "gemm-beta1" in out and "copy_scale" in out
-    assert "are equal (tolerance 1e-12 for float64" in out
+    assert "verdict: EQUAL within rounding" in out and "tolerance 1e-12 for float64" in out
 
 
 def test_explain_shows_the_mean_bug_on_sequences(capsys: pytest.CaptureFixture) -> None:
     assert main(["explain", "--dataset", "sequences", "--accum", "3", "--micro-batch", "2", "--reduction", "mean",
                  "--dtype", "float64"]) == 0
-    assert "is not the per-item mean of the window" in capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # the verdict is wrapped at 110 columns
+    assert "verdict: NOT EQUAL" in out and "a mean of means" in out and "different numbers of items: sizes" in out
 
 
 def test_bad_arguments_exit_with_a_clear_message(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
