@@ -101,6 +101,12 @@ class Learner:
         self._position = (0, 0)
         self._deferred_checkpoint: tuple[int, int] | None = None
 
+    @property
+    def stop_request(self) -> StopRequest:
+        """Where a stop is asked for (Ctrl-C, SIGTERM, the terminal monitor's q): acted on at the next
+        safe point, with a checkpoint."""
+        return self._stop
+
     @staticmethod
     def _check_distributed(config: LearnerConfig) -> None:
         if config.fusion == "none":

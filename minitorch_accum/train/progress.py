@@ -31,8 +31,6 @@ class Progress:
         """End the display."""
 
 
-
-
 def format_bytes(count: float) -> str:
     """Bytes in binary units with one decimal: 512 B, 58.3 KiB, 28.5 MiB."""
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -135,9 +133,12 @@ class RichProgress(Progress):
         self._bar.stop()
 
 
-def make_progress(mode: str = "auto", stream: TextIO | None = None,
+def make_progress(mode: str | Progress = "auto", stream: TextIO | None = None,
                   metrics: tuple[str, ...] = METRICS) -> Progress:
-    """``"auto"``: rich on a terminal, plain otherwise; or exactly ``"rich"``/``"plain"``/``"none"``."""
+    """``"auto"``: rich on a terminal, plain otherwise; or exactly ``"rich"``/``"plain"``/``"none"``;
+    a Progress given (the terminal monitor, ``train.tui``) is used as it is."""
+    if isinstance(mode, Progress):
+        return mode
     if mode not in PROGRESS_MODES:
         raise ValueError(f"progress must be one of {', '.join(PROGRESS_MODES)}, got {mode!r}")
     if mode == "auto":

@@ -31,11 +31,11 @@ from minitorch_accum.distributed.launch import COMMUNICATORS
 from minitorch_accum.models import DIGITS_MLP_VARIANTS
 from minitorch_accum.optim.lr_scheduler import LRScheduler
 from minitorch_accum.train.metrics import METRICS
-from minitorch_accum.train.progress import PROGRESS_MODES
+from minitorch_accum.train.progress import PROGRESS_MODES, Progress
 from minitorch_accum.train.setting_kinds import Choice, Flag, Integer, Kind, Number, Optional, Value
 
-__all__ = ["OPTIMIZERS", "SETTINGS", "TRAINING_COMMANDS", "LearnerConfig", "Setting", "add_options", "commanded",
-           "for_learner", "read_options", "setting"]
+__all__ = ["OPTIMIZERS", "SETTINGS", "TRAINING_COMMANDS", "LearnerConfig", "ProgressMode", "Setting", "add_options",
+           "commanded", "for_learner", "read_options", "setting"]
 
 #: the commands whose options come from this table
 TRAINING_COMMANDS = ("train", "compare", "explain")
@@ -109,6 +109,17 @@ def _scheduler(name: str, value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class ProgressMode(Choice):
+    """A progress display by name, or a ``train.progress.Progress`` that shows the run (the TUI's)."""
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, Progress) or super().accepts(value)
+
+    def describe(self) -> str:
+        return super().describe() + ", or a Progress"
+
+
 _POSITIVE = Integer(1)
 _MAYBE_POSITIVE = Optional(_POSITIVE)
 
@@ -166,8 +177,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lr_scheduler", Value(_scheduler, "an LRScheduler"), None,
             "a scheduler from optim.lr_scheduler, advanced once per optimizer step (its state is checkpointed)",
             resume=True),
-    Setting("progress", Choice(PROGRESS_MODES), "auto", "progress display (rank 0 only)", resume=True,
+    Setting("progress", ProgressMode(PROGRESS_MODES), "auto", "progress display (rank 0 only)", resume=True,
             flag="--progress"),
+    Setting("tui", Flag(), False, "watch the run in a terminal monitor (Textual): loss and accuracy per optimizer "
+            "step, the window filling, memory, items/s, lr, checkpoints; q stops at the window's end with a "
+            "checkpoint (without a terminal: the plain progress)", target="command", resume=True, flag="--tui",
+            commands=("train",)),
     Setting("devices", Value(_devices, "a list of devices"), ("cpu",),
             "cpu or cuda[:N] (data-parallel: each rank its own GPU)", resume=True, flag="--device", cli_default="cpu"),
     Setting("allow_config_change", Flag(), False,
