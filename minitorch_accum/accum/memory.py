@@ -15,20 +15,48 @@ allocated when measuring started, in two parts:
   the same for a micro-batch of 8 items or of 8,000; ``other = total - arrays``.
 
 Parameters, the gradient arena and optimizer state already exist when a probe opens and
-are counted separately, from their arrays (``MemoryReport``).
+are counted separately, from their arrays (``MemoryReport``). The accumulation's own writes
+into the arena are left out (``not_counted``): what they allocate depends on the kernel path
+(the NumPy reference computes ``s * g`` and a norm's squares apart, the native and CUDA
+kernels write in place), while a micro-batch's activations do not; so every path reports the
+same figure for the same micro-batch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import itertools
 import tracemalloc
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from minitorch_accum.backend import Device, DeviceLike, parse_device
 
-__all__ = ["MemoryReport", "PeakMemory", "array_bytes", "array_tracking_available"]
+__all__ = ["MemoryReport", "PeakMemory", "array_bytes", "array_tracking_available", "not_counted"]
+
+# how many not_counted() blocks are open (one list cell, read by the allocator's callbacks)
+_EXCLUDED = [0]
+
+
+@contextlib.contextmanager
+def not_counted() -> Iterator[None]:
+    """Arrays allocated inside are left out of every open probe, on the CPU and on a GPU, and
+    the probes' totals do not count them either (the arena's writes: see the module docstring)."""
+    _EXCLUDED[0] += 1
+    # tracemalloc sees everything: its peak so far is kept aside, and its peak inside is dropped
+    counters = _TRACKER.open_counters() if _EXCLUDED[0] == 1 and tracemalloc.is_tracing() else ()
+    if counters:
+        before = tracemalloc.get_traced_memory()[1]
+        for counter in counters:
+            counter.total_peak = max(counter.total_peak, before)
+    try:
+        yield
+    finally:
+        _EXCLUDED[0] -= 1
+        if counters:
+            tracemalloc.reset_peak()
 
 
 class PeakMemory:
@@ -77,6 +105,8 @@ class PeakMemory:
             if self._counter is not None:
                 _TRACKER.close(self._counter)
                 self.array_peak_bytes = self._counter.peak
+                # the peaks tracemalloc reached outside not_counted() blocks (they reset it)
+                self.peak_bytes = max(self.peak_bytes, self._counter.total_peak - self._baseline)
             else:
                 self.array_peak_bytes = None
             if self._started_tracing:
@@ -118,11 +148,12 @@ _FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t
 class _Counter:
     """The bytes one open probe has seen allocated and not yet freed, and their peak."""
 
-    __slots__ = ("current", "peak", "previous_handler", "since")
+    __slots__ = ("current", "peak", "previous_handler", "since", "total_peak")
 
     def __init__(self, since: int) -> None:
         self.current = 0
         self.peak = 0
+        self.total_peak = 0  # tracemalloc's peak before a not_counted() block reset it
         self.since = since  # allocations numbered above this one belong to the probe
         self.previous_handler: Any = None
 
@@ -184,14 +215,19 @@ class _ArrayTracker:
         base_realloc = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                          ctypes.c_size_t)(base.allocator.realloc)
         base_free = ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)(base.allocator.free)
-        live: dict[int, tuple[int, int]] = {}  # pointer -> (bytes, serial number of the allocation)
+        # pointer -> (bytes, serial number of the allocation, allocated under not_counted())
+        live: dict[int, tuple[int, int, bool]] = {}
         open_counters = self._open
         serial = self._serial
+        excluded = _EXCLUDED
 
         def counted(pointer: int | None, size: int) -> None:
             if pointer:
                 number = next(serial)
-                live[pointer] = (size, number)
+                aside = excluded[0] > 0
+                live[pointer] = (size, number, aside)
+                if aside:
+                    return
                 for counter in open_counters:
                     counter.current += size
                     if counter.current > counter.peak:
@@ -200,7 +236,9 @@ class _ArrayTracker:
         def released(pointer: int | None) -> None:
             entry = live.pop(pointer, None) if pointer else None
             if entry is not None:
-                size, number = entry
+                size, number, aside = entry
+                if aside:
+                    return
                 for counter in open_counters:
                     if number > counter.since:  # a probe opened later never counted it
                         counter.current -= size
@@ -247,6 +285,10 @@ class _ArrayTracker:
         for (name, _), address in zip(_Allocator._fields_, self._tables[table], strict=True):
             setattr(self._struct.allocator, name, address)
 
+    def open_counters(self) -> list[_Counter]:
+        """The counters of the probes open now."""
+        return self._open
+
     def open(self) -> _Counter:
         if not self._open:
             # pointers left from earlier probes were freed, or will be, by NumPy's own free
@@ -279,12 +321,19 @@ def _cupy_peak_hook() -> Any:
         def __init__(self) -> None:
             self.current = 0
             self.peak = 0
+            self.excluded: set[int] = set()  # blocks handed out under not_counted()
 
         def malloc_postprocess(self, device_id: int, size: int, mem_size: int, mem_ptr: int, pmem_id: int) -> None:
+            if _EXCLUDED[0]:
+                self.excluded.add(mem_ptr)
+                return
             self.current += mem_size
             self.peak = max(self.peak, self.current)
 
         def free_postprocess(self, device_id: int, mem_size: int, mem_ptr: int, pmem_id: int) -> None:
+            if mem_ptr in self.excluded:
+                self.excluded.discard(mem_ptr)
+                return
             self.current -= mem_size
 
     return _PeakHook()

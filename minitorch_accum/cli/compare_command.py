@@ -37,8 +37,9 @@ COMPARED_SETTINGS = tuple(row.name for row in commanded("compare") if row.name !
 DEFINITIONS = {
     "array_bytes": "activation memory: the largest peak, over a window's micro-batches, of the bytes of arrays "
                    "allocated during one micro-batch's forward + backward and alive together (saved activations "
-                   "and temporaries), counted by NumPy's allocator (a CuPy memory hook on a GPU); the median of "
-                   "that per-step figure over the run's largest windows (the most items)",
+                   "and temporaries), counted by NumPy's allocator (a CuPy memory hook on a GPU), the arena's own "
+                   "writes left out (their scratch depends on the kernel path); the median of that per-step figure "
+                   "over the run's largest windows (the most items)",
     "other_bytes": "what tracemalloc counted at the same peak beyond those arrays: Python objects (graph nodes, "
                    "closures, shape tuples) and other host allocations, same steps and statistic",
     "memory_ratio": "array_bytes of k x b / array_bytes of k*b",

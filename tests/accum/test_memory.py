@@ -130,3 +130,42 @@ def test_arrays_of_a_probe_still_alive_at_interpreter_exit_are_freed_quietly() -
                "class Holder:\n    pass\nHolder.arrays = kept\n")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_arrays_made_under_not_counted_are_left_out_of_arrays_and_total() -> None:
+    from minitorch_accum.accum.memory import not_counted
+
+    with PeakMemory() as probe:
+        kept = np.empty(100_000, dtype=np.float64)  # 800,000 bytes, counted
+        with not_counted():
+            scratch = np.empty(1_000_000, dtype=np.float64)  # 8 MB of scratch, freed inside
+            del scratch
+            aside = np.empty(10_000)  # made inside, freed after: never counted, not even its free
+        del aside
+        later = np.empty(50_000)  # 400,000 bytes, counted on top of what is still alive
+    assert probe.array_peak_bytes == 800_000 + 400_000
+    assert probe.peak_bytes < 8_000_000  # tracemalloc's peak inside the block was dropped
+    del kept, later
+
+
+@pytest.mark.parametrize("fusion", ["gemm", "leaf"])
+def test_a_micro_batch_has_the_same_activation_arrays_on_every_kernel_path(fusion: str) -> None:
+    # the arena's writes allocate scratch on the NumPy reference (s * g, a norm's squares) and
+    # none on the native kernels: it is not the micro-batch's activation memory
+    from minitorch_accum.kernels import native_available, use_path
+    from minitorch_accum.kernels.dispatch import PATHS
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(16, 64)), rng.integers(0, 10, size=16)
+    peaks = {}
+    for path in [p for p in PATHS if p != "native" or native_available()]:
+        mta.manual_seed(0)
+        model = nn.Sequential(nn.Linear(64, 128, dtype="float64"), nn.ReLU(), nn.Linear(128, 10, dtype="float64"))
+        acc = Accumulator(model, steps=2, fusion=fusion, accum_dtype="float64")
+        with use_path(path):
+            for _ in range(2):  # the first micro-batch copies, the second adds
+                with acc.micro_batch():
+                    acc.backward(F.cross_entropy(model(mta.tensor(x, dtype="float64")), y, reduction="sum"),
+                                 num_items=16)
+        peaks[path] = acc.activation_peaks
+    assert len(peaks) >= 2 and len({tuple(p) for p in peaks.values()}) == 1, peaks
