@@ -128,7 +128,7 @@ SETTINGS: tuple[Setting, ...] = (
     # ---- the window: how gradients are accumulated and normalized (a resume must keep these)
     Setting("grads_accumulation", _POSITIVE, 1, "micro-batches per optimizer step (k; per rank when data-parallel)",
             flag="--accum", cli_default=8, commands=_ALL, symbol="k"),
-    Setting("micro_batch", _POSITIVE, None, "micro-batch size b: images, sentences or windows of characters",
+    Setting("micro_batch", _POSITIVE, None, "micro-batch size b: images, sentences or rows of characters",
             target="loader", flag="--micro-batch", cli_default=32, commands=_ALL),
     Setting("effective_batch", _MAYBE_POSITIVE, None, "items per optimizer step; k is derived from the micro-batch"),
     Setting("accumulation_schedule", Optional(Value(_schedule, "a dict epoch -> k")), None,
