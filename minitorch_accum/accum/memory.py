@@ -24,11 +24,9 @@ same figure for the same micro-batch.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import itertools
 import tracemalloc
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -40,23 +38,35 @@ __all__ = ["MemoryReport", "PeakMemory", "array_bytes", "array_tracking_availabl
 _EXCLUDED = [0]
 
 
-@contextlib.contextmanager
-def not_counted() -> Iterator[None]:
+class _NotCounted:
+    """The context manager ``not_counted()`` returns (one object, re-entered: the arena's writes
+    enter it for every leaf, so it costs no generator): the outermost block does the work."""
+
+    __slots__ = ("counters",)
+
+    def __init__(self) -> None:
+        self.counters: list[_Counter] = []
+
+    def __enter__(self) -> None:
+        _EXCLUDED[0] += 1
+        # tracemalloc sees everything: its peak so far is kept aside, and its peak inside dropped
+        if _EXCLUDED[0] == 1 and _TRACKER.open_counters() and tracemalloc.is_tracing():
+            self.counters = list(_TRACKER.open_counters())
+            before = tracemalloc.get_traced_memory()[1]
+            for counter in self.counters:
+                counter.total_peak = max(counter.total_peak, before)
+
+    def __exit__(self, *exc: object) -> None:
+        _EXCLUDED[0] -= 1
+        if _EXCLUDED[0] == 0 and self.counters:
+            self.counters = []
+            tracemalloc.reset_peak()
+
+
+def not_counted() -> _NotCounted:
     """Arrays allocated inside are left out of every open probe, on the CPU and on a GPU, and
     the probes' totals do not count them either (the arena's writes: see the module docstring)."""
-    _EXCLUDED[0] += 1
-    # tracemalloc sees everything: its peak so far is kept aside, and its peak inside is dropped
-    counters = _TRACKER.open_counters() if _EXCLUDED[0] == 1 and tracemalloc.is_tracing() else ()
-    if counters:
-        before = tracemalloc.get_traced_memory()[1]
-        for counter in counters:
-            counter.total_peak = max(counter.total_peak, before)
-    try:
-        yield
-    finally:
-        _EXCLUDED[0] -= 1
-        if counters:
-            tracemalloc.reset_peak()
+    return _NOT_COUNTED
 
 
 class PeakMemory:
@@ -310,6 +320,7 @@ class _ArrayTracker:
 
 
 _TRACKER = _ArrayTracker()
+_NOT_COUNTED = _NotCounted()
 
 
 def _cupy_peak_hook() -> Any:
