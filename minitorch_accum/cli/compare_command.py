@@ -65,7 +65,7 @@ def memory_statistic(steps: list[dict[str, Any]]) -> dict[str, Any]:
         "largest_window_items": most,
         "largest_window_steps": [r["step"] for r in largest],
         # the windows left out: a partial window at an epoch's end (its micro-batches, items, arrays)
-        "smaller_windows": [(r["micro_batches"], r["items"], activation_memory(r)[0]) for r in smaller],
+        "smaller_windows": [(r.get("micro_batches"), r["items"], activation_memory(r)[0]) for r in smaller],
         "per_step_array_bytes": [a for a, _ in per_step],
         "per_step_other_bytes": [o for _, o in per_step],
     }
