@@ -73,13 +73,17 @@ def _model_input(x: Any, dtype: str) -> Any:
     return tensor(x, dtype=dtype) if x.dtype.kind == "f" else x
 
 
-def item_weights(reduction: str, sizes: Sequence[int]) -> list[float]:
-    """The weight the window gives each item of micro-batch j, by j: the normalization spelled out."""
+def item_weights(reduction: str, sizes: Sequence[int], nominal: int | None = None) -> list[float]:
+    """The weight the window gives each item of micro-batch j, by j: the normalization spelled out
+    (``nominal``: the configured micro-batches per window, which ``mean_nominal`` divides by)."""
     if reduction == "items":
         return [1.0 / sum(sizes)] * len(sizes)
-    if reduction == "mean":
-        return [1.0 / (len(sizes) * n) if n else 0.0 for n in sizes]
-    return [1.0] * len(sizes)
+    if reduction in ("mean", "mean_nominal"):
+        k = nominal if reduction == "mean_nominal" and nominal else len(sizes)
+        return [1.0 / (k * n) if n else 0.0 for n in sizes]
+    if reduction == "sum":
+        return [1.0] * len(sizes)
+    raise ValueError(f"explain: no item weights known for reduction {reduction!r}")
 
 
 def _big_batch(model: Module, x_all: Any, y_all: Any, rows: Sequence[int], weights: Sequence[float],
@@ -92,11 +96,12 @@ def _big_batch(model: Module, x_all: Any, y_all: Any, rows: Sequence[int], weigh
 
 
 def _window(model: Module, batches: Sequence[tuple[Any, Any]], reduction: str, fusion: str,
-            dtype: str) -> dict[str, np.ndarray]:
-    acc = Accumulator(model, steps=len(batches), reduction=reduction, fusion=fusion,
+            dtype: str, nominal: int | None) -> dict[str, np.ndarray]:
+    acc = Accumulator(model, steps=max(nominal or 0, len(batches)), reduction=reduction, fusion=fusion,
                       accum_dtype="float64" if dtype == "float64" else "float32")
+    each = "mean" if reduction in ("mean", "mean_nominal") else "sum"
     for x, y in batches:
-        loss = F.cross_entropy(model(_model_input(x, dtype)), y, reduction="mean" if reduction == "mean" else "sum")
+        loss = F.cross_entropy(model(_model_input(x, dtype)), y, reduction=each)
         acc.backward(loss, num_items=F.count_items(y))
     grads = acc.grads()
     return {name: np.asarray(grads[p], np.float64) for name, p in model.named_parameters() if p in grads}
@@ -118,13 +123,14 @@ def _evaluating(modules: Sequence[Module]) -> Iterator[None]:
 
 
 def check_window(model: Module, batches: Sequence[tuple[Any, Any]], window: dict[str, np.ndarray], x_all: Any,
-                 y_all: Any, reduction: str, fusion: str, dtype: str) -> WindowCheck:
+                 y_all: Any, reduction: str, fusion: str, dtype: str, nominal: int | None = None) -> WindowCheck:
     """Compare ``window`` (the normalized window gradient by parameter name, of the micro-batches
-    ``batches``) with one batch ``x_all, y_all`` of the same items, and test each cause of a gap."""
+    ``batches``) with one batch ``x_all, y_all`` of the same items, and test each cause of a gap
+    (``nominal``: the configured micro-batches per window, for ``mean_nominal``)."""
     sizes = [F.count_items(y) for _, y in batches]
     rows = [len(y) for _, y in batches]
     plain = _big_batch(model, x_all, y_all, rows, item_weights("items", sizes), dtype)
-    weights = item_weights(reduction, sizes)
+    weights = item_weights(reduction, sizes, nominal)
     weighted = plain if reduction == "items" else _big_batch(model, x_all, y_all, rows, weights, dtype)
     scale = max(1.0, *(float(np.max(np.abs(g))) for g in window.values()))
     tolerance = (1e-12 if dtype == "float64" else 1e-5) * scale
@@ -147,7 +153,7 @@ def check_window(model: Module, batches: Sequence[tuple[Any, Any]], window: dict
             continue
         switched += [m for _, m in found]
         with _evaluating(switched):
-            again = _window(model, batches, reduction, fusion, dtype)
+            again = _window(model, batches, reduction, fusion, dtype, nominal)
             reference = _big_batch(model, x_all, y_all, rows, weights, dtype)
         check.layers.append(LayerCheck(kind, [name for name, _ in found], _gap(again, reference)))
     return check
