@@ -89,7 +89,7 @@ def test_item_weights_spell_out_each_normalization() -> None:
     assert item_weights("mean", [2, 6]) == [1 / 4, 1 / 12]
     assert item_weights("sum", [2, 6]) == [1.0, 1.0]
     assert item_weights("mean_nominal", [2, 6], nominal=4) == [1 / 8, 1 / 24]  # a short window of 2 of 4
-    with pytest.raises(ValueError, match="no item weights known for reduction .median."):
+    with pytest.raises(ValueError, match="no item weights known for reduction 'median'"):
         item_weights("median", [2, 6])
 
 
