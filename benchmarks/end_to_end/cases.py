@@ -132,7 +132,7 @@ WIDE = ModelSpec("wide_mlp", (1024, 4096, 4096, 10), "synthetic", repeats=7, war
 class TransformerCase:
     """The character transformer of ``maccum train --dataset chars`` (``models.CharTransformer``:
     causal multi-head attention, GELU MLP, LayerNorm, residuals, a head tied to the token
-    embedding) on windows of the shipped text. A row is a window of ``block_size`` characters;
+    embedding) on chunks of the shipped text. A row is a chunk of ``block_size`` characters;
     its items are the ``block_size`` target characters."""
 
     name: str
@@ -175,7 +175,7 @@ class TransformerCase:
         return model
 
     def data(self, count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """``count`` windows of the training text in a random order: (ids, next characters)."""
+        """``count`` chunks of the training text in a random order: (ids, next characters)."""
         windows = self._train_windows()
         if count > len(windows):
             raise ValueError(f"{self.name}: k*b = {count} windows is more than the {len(windows)} of the text "

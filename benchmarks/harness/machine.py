@@ -9,7 +9,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-__all__ = ["blas_threads", "loadavg", "machine_info", "native_simd"]
+__all__ = ["blas_threads", "cpu_caches", "loadavg", "machine_info", "native_simd"]
 
 
 def machine_info() -> dict[str, Any]:
@@ -20,6 +20,7 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "cpu": _cpuinfo("model name") or platform.processor() or "unknown",
         "cores": os.cpu_count(),
+        "caches": cpu_caches(),
     }
     import numpy
 
@@ -41,6 +42,25 @@ def machine_info() -> dict[str, Any]:
     except Exception:
         info["gpu"] = None
     return info
+
+
+def cpu_caches() -> dict[str, int]:
+    """Data and unified cache sizes in bytes by level (``L1d``, ``L2``, ``L3``), as the kernel
+    reports them for CPU 0 (Linux; empty elsewhere). A virtual machine may report its host's."""
+    caches: dict[str, int] = {}
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = (index / "level").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        if kind == "Instruction" or not size:
+            continue
+        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+        number = int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+        caches[f"L{level}d" if kind == "Data" else f"L{level}"] = number
+    return caches
 
 
 def _cpuinfo(field: str) -> str | None:

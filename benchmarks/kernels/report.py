@@ -80,6 +80,39 @@ def _label(name: str, figure: dict[str, Any]) -> str:
     return figure["label"] if shown == name else f"{figure['label']} [{figure['path']}]"
 
 
+#: bytes per element an accumulation keeps resident: acc and g, fp32 (where the sweep leaves each cache)
+_RESIDENT_BYTES = 8
+
+
+def _memory_limits(ax: Any, sweep: list[dict[str, Any]]) -> None:
+    """The copy (and triad) limit of the largest case, drawn only over the sizes where it applies:
+    the cases whose own copy runs within 15% of it (out of the caches, at memory speed)."""
+    largest = sweep[-1]["limit"]
+    copy = largest["copy_gb_per_s"]
+    start = len(sweep) - 1
+    while start > 0 and abs(sweep[start - 1]["limit"]["copy_gb_per_s"] - copy) <= 0.15 * copy:
+        start -= 1
+    span = (sweep[start]["elements"], sweep[-1]["elements"])
+    where = f"{sweep[start]['case']} and above" if start < len(sweep) - 1 else sweep[-1]["case"]
+    ax.hlines(copy, *span, color="black", linestyle=":", linewidth=1.5,
+              label=f"copy limit out of the caches ({where}): {copy:.1f} GB/s (bus bytes)")
+    if largest["triad_gb_per_s"]:
+        ax.hlines(largest["triad_gb_per_s"], *span, color="gray", linestyle="-.", linewidth=1.5,
+                  label=f"triad limit ({where}): {largest['triad_gb_per_s']:.1f} GB/s (bus bytes)")
+
+
+def _cache_levels(ax: Any, caches: dict[str, int], elements: list[int]) -> None:
+    """A vertical line where acc + g (8 B/elem) outgrow each cache level the machine reported."""
+    for name, size in caches.items():
+        at = size / _RESIDENT_BYTES
+        if elements and elements[0] <= at <= elements[-1]:
+            ax.axvline(at, color="tab:gray", linewidth=0.8, alpha=0.7)
+            shown = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+            ax.annotate(f"{name} {shown}", (at, 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(2, -10), textcoords="offset points", fontsize=7, color="tab:gray", rotation=90,
+                        va="top")
+
+
 def plot(payload: dict[str, Any], path: Path) -> None:
     """GB/s against elements per variant (log x), the copy/triad limits as horizontal lines, and
     the model-shaped case as bars."""
@@ -87,7 +120,7 @@ def plot(payload: dict[str, Any], path: Path) -> None:
 
     sweep = [c for c in payload["cases"] if c["case"] != "model"]
     model = next((c for c in payload["cases"] if c["case"] == "model"), None)
-    fig = Figure(figsize=(15, 6.5), layout="constrained")
+    fig = Figure(figsize=(15, 7.5), layout="constrained")
     ax, bars = fig.subplots(1, 2, width_ratios=[1.6, 1])
     if sweep:
         names = list(sweep[-1]["variants"])
@@ -106,29 +139,19 @@ def plot(payload: dict[str, Any], path: Path) -> None:
                 linewidth=2.5 if name == "native_arena" else 1.2,
                 alpha=0.6 if style == "--" else 1.0,
             )
-        largest = sweep[-1]["limit"]
-        ax.axhline(
-            largest["copy_gb_per_s"],
-            color="black",
-            linestyle=":",
-            label=f"copy limit at {sweep[-1]['case']}: {largest['copy_gb_per_s']:.1f} GB/s (bus bytes)",
-        )
-        if largest["triad_gb_per_s"]:
-            ax.axhline(
-                largest["triad_gb_per_s"],
-                color="gray",
-                linestyle="-.",
-                label=f"triad limit at {sweep[-1]['case']}: {largest['triad_gb_per_s']:.1f} GB/s (bus bytes)",
-            )
+        _memory_limits(ax, sweep)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("elements per buffer")
+        _cache_levels(ax, payload["machine"].get("caches") or {}, x)
+        ax.set_xlabel("elements per buffer (gray lines: where acc + g, 8 B/elem fp32, outgrow each cache the OS "
+                      "reports)")
         ax.set_ylabel("GB/s (useful bytes)")
         ax.set_title(
             f"accumulation kernels on {_library_path(payload)}, {payload['settings']['device']}: "
             f"{payload['machine'].get('gpu') or payload['machine']['cpu']}"
         )
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+        # under the panels, so that it covers no curve
+        fig.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="outside lower center", ncol=4, frameon=False)
     if model is not None:
         items = list(model["variants"].items())
         bars.barh(

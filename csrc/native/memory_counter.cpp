@@ -121,9 +121,12 @@ public:
     std::atomic<int> open_probes{0};
     std::atomic<int> open_object_probes{0};
     std::atomic<int> watch_frames{-1};  // -1: no watch; 0: a watch without frames; 1: with frames
+    // set while the accumulation writes the arena (accum.memory.not_counted): what it allocates
+    // is left out of every probe and watch, blocks and events alike
+    std::atomic<bool> excluded{false};
 
     void allocated(Kind kind, void* pointer, size_t bytes, Frames* frames = nullptr) {
-        if (pointer == nullptr || !counting(kind)) return;
+        if (pointer == nullptr || !counting(kind) || excluded.load(std::memory_order_relaxed)) return;
         std::lock_guard<std::mutex> hold(lock_);
         record(kind, pointer, bytes, frames);
     }
@@ -142,7 +145,7 @@ public:
         void* result = move();
         if (result != nullptr) {  // on failure the old block stays, and stays counted
             if (pointer != nullptr) forget(kind, pointer);
-            record(kind, result, bytes, frames);
+            if (!excluded.load(std::memory_order_relaxed)) record(kind, result, bytes, frames);
         }
         return result;
     }
@@ -461,6 +464,9 @@ first as (file, line, qualified name); frames are empty for frees and without ``
     m.def(
         "memory_watch_close", [](int slot) { counter().close_watch(slot); }, py::arg("watch"),
         R"doc(Close the watch (drain it first: what is left in the log stays there for the next drain).)doc");
+    m.def(
+        "memory_exclude", [](bool on) { counter().excluded.store(on); }, py::arg("on"),
+        R"doc(While on, allocations are left out of every probe and watch (the arena's writes).)doc");
     m.def(
         "memory_clock_seconds", []() { return static_cast<double>(steady_nanoseconds()) * 1e-9; },
         R"doc(The steady clock the watch's events are timed by, in seconds.)doc");

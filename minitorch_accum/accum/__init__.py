@@ -6,6 +6,7 @@ from minitorch_accum.accum.arena import GradArena
 from minitorch_accum.accum.arena_store import ArenaStore
 from minitorch_accum.accum.container_store import ContainerStore, GradientsAccumulator
 from minitorch_accum.accum.gradient_store import ForeignParameterError, GradientStore
+from minitorch_accum.accum.loss_check import MeanLossError
 from minitorch_accum.accum.loss_scaler import DynamicLossScaler, ScaleEvent
 from minitorch_accum.accum.memory import MemoryReport, PeakMemory
 from minitorch_accum.accum.normalization import REDUCTIONS, WINDOW_REDUCTIONS, window_scale
@@ -25,6 +26,7 @@ __all__ = [
     "GradientStore",
     "GradientsAccumulator",
     "KernelEvent",
+    "MeanLossError",
     "MemoryReport",
     "PeakMemory",
     "ScaleEvent",

@@ -26,12 +26,13 @@ from minitorch_accum.accum.arena import GradArena
 from minitorch_accum.accum.arena_store import ArenaStore
 from minitorch_accum.accum.container_store import ContainerStore
 from minitorch_accum.accum.gradient_store import GradientStore
+from minitorch_accum.accum.loss_check import check_not_mean
 from minitorch_accum.accum.loss_scaler import DynamicLossScaler
 from minitorch_accum.accum.memory import MemoryReport, PeakMemory, array_bytes
 from minitorch_accum.accum.trace import AccumulationTrace
 from minitorch_accum.accum.window_reducer import WindowReducer
 from minitorch_accum.accum.window_tracer import WindowTracer
-from minitorch_accum.autodiff import Gradients, Tensor
+from minitorch_accum.autodiff import Gradients, InPlaceModificationError, Tensor
 from minitorch_accum.nn import Module
 from minitorch_accum.optim import GradientWindow
 
@@ -174,13 +175,17 @@ class Accumulator:
                                "sums of whole micro-batches; call acc.zero() to discard the window")
 
     # --------------------------------------------------------------- backward
-    def backward(self, loss: Tensor, num_items: int | None = None, closes_window: bool | None = None) -> None:
+    def backward(self, loss: Tensor, num_items: int | None = None, closes_window: bool | None = None, *,
+                 allow_mean_loss: bool = False) -> None:
         """Backpropagate one micro-batch's loss and fold its gradients into the window.
 
         With ``reduction="items"`` the loss must be summed over the micro-batch's items
-        and ``num_items`` must say how many there were. ``closes_window``: this is the
-        window's last micro-batch (default: when it makes ``steps``); a data-parallel
-        reducer may start reducing during it.
+        and ``num_items`` must say how many there were; a loss that is already a mean is
+        refused (MeanLossError: it would be divided twice) unless ``allow_mean_loss``.
+        ``closes_window``: this is the window's last micro-batch (default: when it makes
+        ``steps``); a data-parallel reducer may start reducing during it. An input the
+        forward saved and that was changed in place since is refused before anything is
+        written (InPlaceModificationError, naming the op and the parameter).
         """
         self._check_whole("backward")
         if self._closed:
@@ -197,6 +202,8 @@ class Accumulator:
                                  "covers); use reduction='mean' for losses that are already means")
         elif isinstance(num_items, bool) or not isinstance(num_items, int | np.integer) or num_items < 0:
             raise ValueError(f"backward: num_items must be a non-negative int, got {num_items!r}")
+        elif self.reduction == "items" and not allow_mean_loss:
+            check_not_mean(loss, int(num_items))
         seed = None
         scale = 1.0
         if self.loss_scaler is not None:
@@ -211,7 +218,11 @@ class Accumulator:
             assert isinstance(self.store, ArenaStore)
             self.reducer.window_closing(self.store)
         with self._span("backward"):
-            self.store.micro_batch(loss, seed, scale)
+            try:
+                self.store.micro_batch(loss, seed, scale)
+            except InPlaceModificationError as error:
+                names = {id(p): n for n, p in self.model.named_parameters()}
+                raise error.naming(names[id(error.source)]) if id(error.source) in names else error from None
         self._micro_step += 1
         self._items += int(num_items or 0)
 

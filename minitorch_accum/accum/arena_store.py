@@ -28,6 +28,7 @@ import numpy as np
 from minitorch_accum import kernels
 from minitorch_accum.accum.arena import GradArena
 from minitorch_accum.accum.gradient_store import ForeignParameterError, check_touched, split_state_key
+from minitorch_accum.accum.memory import not_counted
 from minitorch_accum.accum.trace import KernelRecorder, record_window_pass
 from minitorch_accum.autodiff import Tensor, run_backward
 from minitorch_accum.backend import is_low_precision
@@ -100,6 +101,14 @@ class ArenaStore:
         return False  # an input that requires grad: its gradient is nobody's business here
 
     def add(self, leaf: Param, grad: Any) -> None:
+        with not_counted():  # the kernel path's scratch is no activation (see accum/memory.py)
+            self._add(leaf, grad)
+
+    def add_product(self, leaf: Param, a: Any, b: Any) -> None:
+        with not_counted():
+            self._add_product(leaf, a, b)
+
+    def _add(self, leaf: Param, grad: Any) -> None:
         view = self.arena.view(leaf)
         if not grad.flags.c_contiguous:
             grad = leaf.backend.xp.ascontiguousarray(grad)
@@ -127,7 +136,7 @@ class ArenaStore:
                            kernels.bytes_moved(name, view.size, view.dtype.itemsize, grad.dtype.itemsize),
                            time.perf_counter() - start, materialized=True, window_pass=False)
 
-    def add_product(self, leaf: Param, a: Any, b: Any) -> None:
+    def _add_product(self, leaf: Param, a: Any, b: Any) -> None:
         view = self.arena.view(leaf)
         first = id(leaf) not in self._written
         start = time.perf_counter() if self.recorder is not None else 0.0

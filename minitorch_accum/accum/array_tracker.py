@@ -3,7 +3,8 @@ and the tracker that makes a counting handler current while a probe is open.
 
 Two trackers share one small interface (``open() -> token``, ``close(token) -> (array peak,
 total peak or None)``, ``counts_objects``, ``runs_python_in(frame)``, and the watch of a memory
-timeline: ``open_watch(frames) -> token``, ``drain(token) -> events``, ``close_watch(token)``):
+timeline: ``open_watch(frames) -> token``, ``drain(token) -> events``, ``close_watch(token)``;
+and ``exclude(on)``, which leaves the arena's own writes out of all of them):
 
 - ``NativeArrayTracker`` (the native module is built): the handler and a hook on Python's
   object allocator are C++ (csrc/native/memory_counter.cpp); no Python code runs in any
@@ -122,6 +123,8 @@ class ArrayTracker(Protocol):
 
     def close_watch(self, token: Any) -> None: ...
 
+    def exclude(self, on: bool) -> None: ...
+
 
 class NativeArrayTracker:
     """The native counter's handler, current while a probe is open; it counts Python objects too."""
@@ -162,6 +165,10 @@ class NativeArrayTracker:
         watch, previous, _ = token
         self._slots.set_handler(previous)
         memory_counter.close_watch(watch)
+
+    def exclude(self, on: bool) -> None:
+        """Leave what is allocated from now on out of every probe and watch (``on``), or stop."""
+        memory_counter.exclude(on)
 
 
 _NATIVE_BOOKKEEPING = {NativeArrayTracker.open.__code__, NativeArrayTracker.close.__code__,

@@ -86,6 +86,7 @@ class PythonArrayTracker:
         self._serial = itertools.count(1)
         self._live: dict[int, tuple[int, int]] = {}  # pointer -> (bytes, serial number of the allocation)
         self._watches: list[_Watch] = []
+        self._excluded = [False]  # one cell, read by the callbacks
         self._install(slots.default.allocator)
         # a probe left open at exit (an uncaught signal) must not leave Python callbacks behind
         atexit.register(self._use, "forwarding")
@@ -106,9 +107,10 @@ class PythonArrayTracker:
                                          ctypes.c_size_t)(base.realloc)
         base_free = ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)(base.free)
         live, open_counters, serial, watches = self._live, self._open, self._serial, self._watches
+        excluded = self._excluded
 
         def counted(pointer: int | None, size: int) -> None:
-            if pointer:
+            if pointer and not excluded[0]:
                 number = next(serial)
                 live[pointer] = (size, number)
                 for counter in open_counters:
@@ -209,3 +211,6 @@ class PythonArrayTracker:
         self._watches.remove(watch)
         if watch.probe is not None:
             self.close(watch.probe)
+
+    def exclude(self, on: bool) -> None:
+        self._excluded[0] = on

@@ -9,6 +9,7 @@ from minitorch_accum.autodiff.gradients import Gradients
 from minitorch_accum.autodiff.graph import apply
 from minitorch_accum.autodiff.reductions import ValuesIndices
 from minitorch_accum.autodiff.sampling import *  # noqa: F403
+from minitorch_accum.autodiff.saved_versions import InPlaceModificationError
 from minitorch_accum.autodiff.tensor import ElementCount, Tensor, matmul
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "ElementCount",
     "Gradients",
     "GraphFreedError",
+    "InPlaceModificationError",
     "LeafSink",
     "Tensor",
     "ValuesIndices",

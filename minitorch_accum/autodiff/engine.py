@@ -82,6 +82,8 @@ def _topological_order(root: Node) -> list[Node]:
                 "backward: this graph was already freed by an earlier backward(); run the forward "
                 "pass again, or pass retain_graph=True to the first backward()"
             )
+        if node.watched is not None:  # before any gradient is written: an in-place change is refused whole
+            node.check_saved()
         stack.append((node, True))
         for edge in reversed(node.inputs):
             if edge.node is not None and id(edge.node) not in seen:

@@ -19,6 +19,7 @@ import numpy as np
 
 from minitorch_accum import ops
 from minitorch_accum.autodiff.grad_mode import is_grad_enabled
+from minitorch_accum.autodiff.saved_versions import fingerprint, modified_error, same_fingerprint
 from minitorch_accum.backend import Backend, backend_of_array, is_float_dtype
 from minitorch_accum.ops.function import Context, Function
 
@@ -36,6 +37,12 @@ class TensorBase:
     #: op result is made through it, so that an op on a parameter gives a plain tensor. (Declared,
     #: not an abstract method: isinstance against an ABC costs every op a few hundred ns.)
     wrap: Callable[..., Any]
+
+    #: in-place writes to ``data`` through the library's API (PyTorch's ``_version``); and the
+    #: tensor an op's view result views, whose writes it counts. Class defaults: a tensor pays
+    #: for them only once it is written or is a view (see saved_versions.py)
+    _version = 0
+    _view_of: TensorBase | None = None
 
     def __init__(self, data: Any, requires_grad: bool = False, *, _node: Node | None = None,
                  _backend: Backend | None = None) -> None:
@@ -69,6 +76,22 @@ class TensorBase:
     def is_leaf(self) -> bool:
         return self._node is None
 
+    @property
+    def view_of(self) -> TensorBase | None:
+        """The tensor whose array an op's view result (``w.mT``, a reshape) views, or None."""
+        return self._view_of
+
+    @property
+    def version(self) -> int:
+        """How many in-place writes ``data`` has had through the library (a view's: its base's)."""
+        return (self._view_of or self)._version
+
+    def bump_version(self) -> None:
+        """Count an in-place write to ``data``. Every write through the library's API calls it, so
+        that a backward whose forward saved the array before the write refuses to run."""
+        source = self._view_of or self
+        source._version += 1
+
 
 class Edge:
     """What backward needs to know about one input of a node, without holding its data.
@@ -93,18 +116,45 @@ class Edge:
 class Node:
     """How a tensor was made: the op, what it saved, and an edge per input."""
 
-    __slots__ = ("ctx", "fn", "freed", "inputs")
+    __slots__ = ("ctx", "fn", "freed", "inputs", "watched")
 
     def __init__(self, fn: type[Function], ctx: Context, inputs: tuple[TensorBase, ...]) -> None:
         self.fn = fn
         self.ctx = ctx
         self.inputs = tuple(Edge(t) for t in inputs)
         self.freed = False
+        #: (index, input, the tensor whose writes it counts, its version, the saved array, its
+        #: fingerprint) of each input whose array the forward saved; None when it saved none
+        self.watched: list[tuple[Any, ...]] | None = None
+        saved = ctx.saved
+        if saved:
+            for index, tensor in enumerate(inputs):
+                data = tensor.data
+                for array in saved:  # by identity: ops save their input arrays themselves
+                    if array is data:
+                        source = tensor._view_of or tensor
+                        mark = fingerprint(data) if source.requires_grad and source._node is None else None
+                        entry = (index, tensor, source, source._version, data, mark)
+                        if self.watched is None:
+                            self.watched = [entry]
+                        else:
+                            self.watched.append(entry)
+                        break
+
+    def check_saved(self) -> None:
+        """InPlaceModificationError when an input the forward saved was written in place since
+        (see saved_versions.py: what the version and the fingerprint catch)."""
+        for index, tensor, source, version, array, mark in self.watched or ():
+            if source._version != version:
+                raise modified_error(self.fn.op_name(), index, tensor, source, version)
+            if mark is not None and (array.item(0), array.item(-1)) != mark and not same_fingerprint(mark, array):
+                raise modified_error(self.fn.op_name(), index, tensor, source, None)
 
     def release(self) -> None:
         """Free saved activations and the references to inputs once backward is done with them."""
         self.ctx.release()
         self.inputs = ()
+        self.watched = None
         self.freed = True
 
 
@@ -120,7 +170,14 @@ def apply(fn: type[Function], *inputs: TensorBase, **params: Any) -> Any:
     dtype = first.dtype
     if out.dtype != dtype and fn is not ops.Cast and is_float_dtype(dtype):
         out = out.astype(dtype)  # some 16-bit NumPy loops (ml_dtypes matmul) return float32
-    return first.wrap(out, Node(fn, ctx, inputs) if record else None)
+    result = first.wrap(out, Node(fn, ctx, inputs) if record else None)
+    owner = getattr(out, "base", None)
+    if owner is not None:  # a view (w.mT, a reshape): it counts the writes of the tensor it views
+        for t in inputs:
+            if t.data is owner or t.data.base is owner:
+                result._view_of = t._view_of or t
+                break
+    return result
 
 
 def transfer(x: TensorBase, target: Backend) -> Any:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from minitorch_accum.cli.compare_plot import write_compare_plot
 from minitorch_accum.cli.train_command import run_training
 from minitorch_accum.data import DEFAULT_BLOCK_SIZE
 from minitorch_accum.train.progress import activation_memory, format_bytes
@@ -37,8 +38,9 @@ COMPARED_SETTINGS = tuple(row.name for row in commanded("compare") if row.name !
 DEFINITIONS = {
     "array_bytes": "activation memory: the largest peak, over a window's micro-batches, of the bytes of arrays "
                    "allocated during one micro-batch's forward + backward and alive together (saved activations "
-                   "and temporaries), counted by NumPy's allocator (a CuPy memory hook on a GPU); the median of "
-                   "that per-step figure over the run's largest windows (the most items)",
+                   "and temporaries), counted by NumPy's allocator (a CuPy memory hook on a GPU), the arena's own "
+                   "writes left out (their scratch depends on the kernel path); the median of that per-step figure "
+                   "over the run's largest windows (the most items)",
     "other_bytes": "what tracemalloc counted at the same peak beyond those arrays: Python objects (graph nodes, "
                    "closures, shape tuples) and other host allocations, same steps and statistic",
     "memory_ratio": "array_bytes of k x b / array_bytes of k*b",
@@ -56,11 +58,14 @@ def memory_statistic(steps: list[dict[str, Any]]) -> dict[str, Any]:
     per_step = [activation_memory(r) for r in steps]
     chosen = [activation_memory(r) for r in largest]
     arrays = None if any(a is None for a, _ in chosen) else int(statistics.median(a for a, _ in chosen))
+    smaller = [r for r in steps if r["items"] < most]
     return {
         "array_bytes": arrays,
         "other_bytes": int(statistics.median(o for _, o in chosen)),
         "largest_window_items": most,
         "largest_window_steps": [r["step"] for r in largest],
+        # the windows left out: a partial window at an epoch's end (its micro-batches, items, arrays)
+        "smaller_windows": [(r.get("micro_batches"), r["items"], activation_memory(r)[0]) for r in smaller],
         "per_step_array_bytes": [a for a, _ in per_step],
         "per_step_other_bytes": [o for _, o in per_step],
     }
@@ -132,6 +137,21 @@ def _fixed_and_per_item(results: list[dict[str, Any]]) -> tuple[float, float] | 
     return acc["array_bytes"] - per_item * small_items, per_item
 
 
+def _partial_window_note(run: dict[str, Any]) -> str | None:
+    """Why a run's figure leaves its partial windows out, and what theirs is."""
+    smaller = run.get("smaller_windows") or []
+    if not smaller or run["array_bytes"] is None:
+        return None
+    micro, items, arrays = smaller[-1]
+    same = arrays == run["array_bytes"]
+    figure = "-" if arrays is None else format_bytes(arrays)
+    why = ("the same, since a micro-batch's activations do not depend on how many micro-batches its window holds"
+           if same else "its largest micro-batch is a short one, the epoch's last")
+    return (f"(the figure is the median over the {len(run['largest_window_steps'])} fullest windows of "
+            f"{run['name']}; {len(smaller)} partial window(s) at an epoch's end, the last of {micro} micro-batches "
+            f"and {items:,} items, show {figure}: {why})")
+
+
 def summary(results: list[dict[str, Any]], k: int, dtype: str = "float32") -> list[str]:
     """The printed verdict: the memory ratio against 1/k, and whether the curves agree."""
     acc, big = results[0], results[1]
@@ -150,6 +170,9 @@ def summary(results: list[dict[str, Any]], k: int, dtype: str = "float32") -> li
                      f"{MEMORY_TOLERANCE:.0%} of 1/k ({low:.3f} to {high:.3f})")
         if k_used != k:
             lines.append(f"(k={k} was asked for, but an epoch holds only {k_used} micro-batches per window)")
+        partial = _partial_window_note(acc)
+        if partial:
+            lines.append(partial)
         line = _fixed_and_per_item(results)
         if line is not None and not within:
             fixed, per_item = line
@@ -176,52 +199,6 @@ def summary(results: list[dict[str, Any]], k: int, dtype: str = "float32") -> li
     return lines
 
 
-def write_compare_plot(results: list[dict[str, Any]], path: Path, title: str) -> None:
-    """Loss curves against items seen, and a stacked bar per run (arrays, other) with its values,
-    the ratio to the big batch and the 1/k line."""
-    from matplotlib.figure import Figure  # no pyplot: no backend switch in the caller's process
-
-    fig = Figure(figsize=(12, 4.6))
-    curves, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.6, 1]})
-    styles = [("-", None, 2.2), ("--", "o", 1.4), (":", None, 1.4)]
-    for r, (line, marker, width) in zip(results, styles, strict=False):
-        xs, ys = zip(*r["curve"], strict=True)
-        curves.plot(xs, ys, linestyle=line, marker=marker, markersize=3, linewidth=width,
-                    label=f"{r['label']}: {r['steps']} steps")
-    curves.set_xlabel("items seen")
-    curves.set_ylabel("train loss per item (each optimizer step)")
-    curves.set_title(title, fontsize=10)
-    curves.legend(fontsize=8)
-
-    mib = 1 << 20
-    scale, unit = (mib, "MiB") if max(r["array_bytes"] or r["other_bytes"] for r in results) >= mib else (1024, "KiB")
-    names = [f"{r['name']}\nk={r['k_used']}, {r['steps']} steps" for r in results]
-    arrays = [(r["array_bytes"] or 0) / scale for r in results]
-    other = [r["other_bytes"] / scale for r in results]
-    colors = ["tab:blue", "tab:orange", "tab:green"][: len(results)]
-    bars.bar(names, arrays, color=colors, label="activation arrays")
-    bars.bar(names, other, bottom=arrays, color="0.75", hatch="//", edgecolor="0.4",
-             label="other: Python objects (graph)")
-    top = max(a + o for a, o in zip(arrays, other, strict=True))
-    big = results[1]["array_bytes"]
-    for i, r in enumerate(results):
-        text = format_bytes(r["array_bytes"]) if r["array_bytes"] is not None else "-"
-        if r["array_bytes"] is not None and big:
-            text += f"\n{r['array_bytes'] / big:.3f} of {results[1]['name']}"
-        text += f"\n+{format_bytes(r['other_bytes'])} other"
-        bars.text(i, arrays[i] + other[i] + top * 0.02, text, ha="center", va="bottom", fontsize=8)
-    if big:
-        k = results[0]["k_used"]
-        bars.axhline(big / k / scale, color="k", linestyle="--", linewidth=1,
-                     label=f"1/{k} of {results[1]['name']}")
-    bars.set_ylim(0, top * 1.45)
-    bars.set_ylabel(f"peak activation memory per micro-batch ({unit})")
-    bars.set_title("measured by the allocator, per micro-batch", fontsize=10)
-    bars.legend(fontsize=8, loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
 def compare_command(values: Mapping[str, Any]) -> int:
     out = Path(values["out"])
     out.mkdir(parents=True, exist_ok=True)
@@ -237,8 +214,8 @@ def compare_command(values: Mapping[str, Any]) -> int:
     block = values["block_size"]
     title = f"{values['dataset']}: {acc['name']} against {results[1]['name']} and {results[2]['name']}"
     if values["dataset"] == "chars":
-        title += f" (windows of {block or DEFAULT_BLOCK_SIZE} characters)"
-    write_compare_plot(results, out / "compare.png", title)
+        title += f" (a context of {block or DEFAULT_BLOCK_SIZE} characters)"
+    write_compare_plot(results, out / "compare.png", title, MEMORY_TOLERANCE)
     print()
     print(table)
     print()

@@ -10,6 +10,7 @@ its share of a window of R*k micro-batches, and the window's reduction over the 
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,7 @@ from minitorch_accum.accum import Accumulator
 from minitorch_accum.accum.normalization import micro_batch_loss_reduction
 from minitorch_accum.autodiff import tensor
 from minitorch_accum.backend import manual_seed
+from minitorch_accum.cli.explain_verdict import check_window, verdict_lines
 from minitorch_accum.cli.explain_views import wanted, write_window_views
 from minitorch_accum.cli.tasks import load_task
 from minitorch_accum.data import DataLoader
@@ -35,13 +37,13 @@ def _kib(n: float) -> str:
 
 def explain_window(dataset: str, k: int, micro_batch: int, reduction: str, fusion: str, dtype: str,
                    seed: int = 0, communicator: Communicator | None = None,
-                   block_size: int | None = None) -> dict[str, Any]:
+                   block_size: int | None = None, model_name: str = "task") -> dict[str, Any]:
     """Run one window and return what happened (also used by the tests)."""
     if k <= 0:
         raise ValueError(f"--accum (k) must be positive, got {k}")
     comm = communicator if communicator is not None else make_communicator("auto")
     manual_seed(seed)
-    task = load_task(dataset, dtype=dtype, block_size=block_size)
+    task = load_task(dataset, dtype=dtype, block_size=block_size, model=model_name)
     model = task.model
     loader = DataLoader(task.train, micro_batch, shuffle=True, seed=seed)
     window = rank_windows(len(loader), k, comm.world_size, comm.rank)[0]
@@ -61,22 +63,20 @@ def explain_window(dataset: str, k: int, micro_batch: int, reduction: str, fusio
     scale = acc.window_scale()  # with several ranks, the window is summed over them here
     summed = acc.grads()
     grads = {name: np.array(summed[p], dtype=np.float64) for name, p in model.named_parameters() if p in summed}
-    # the window's items as one batch, normalized the exact way (sum over items / items);
-    # fetched as one batch, sequences are padded to one width, which the loss ignores
+    # the window's items as one batch (every rank's); fetched as one batch, sequences are padded
+    # to one width, which the loss ignores
     x_all, y_all = task.train.get_batch(loader.order(0)[window.first * micro_batch:window.stop * micro_batch])
-    big = F.cross_entropy(model(tensor(x_all, dtype=dtype) if x_all.dtype.kind == "f" else x_all), y_all,
-                          reduction="sum")
-    big_grads = big.backward()
-    total_items = F.count_items(y_all)
-    differences = {name: float(np.max(np.abs(grads[name] - np.asarray(big_grads[p], np.float64) / total_items)))
-                   for name, p in model.named_parameters() if name in grads}
+    check = check_window(model, [loader.batch(0, i) for i in range(window.first, window.stop)], grads, x_all, y_all,
+                         reduction, fusion, dtype, nominal=k * comm.world_size)
+    total_items = check.items
     collective = None
     if reducer is not None:
         collective = {"describe": reducer.describe(acc.store), "bytes": reducer.last.bytes,
                       "seconds": reducer.last.seconds, "buckets": len(reducer.last.buckets)}
     return {"micro": micro, "trace": acc.trace, "scale": scale, "items": total_items,
-            "used": window.stop - window.first, "differences": differences, "task": task.description,
-            "rank": comm.rank, "world_size": comm.world_size, "collective": collective}
+            "used": window.stop - window.first, "differences": check.differences, "task": task.description,
+            "rank": comm.rank, "world_size": comm.world_size, "collective": collective, "check": check,
+            "micro_batches": len(loader)}
 
 
 def _print_events(events: list[Any]) -> None:
@@ -89,7 +89,8 @@ def explain_command(values: Mapping[str, Any]) -> int:
     """Print one window of the settings ``values`` (the table's, by row name)."""
     dataset, k, b = values["dataset"], values["grads_accumulation"], values["micro_batch"]
     reduction, fusion, dtype = values["reduction"], values["fusion"], values["dtype"]
-    report = explain_window(dataset, k, b, reduction, fusion, dtype, values["seed"], block_size=values["block_size"])
+    report = explain_window(dataset, k, b, reduction, fusion, dtype, values["seed"], block_size=values["block_size"],
+                            model_name=values["model"])
     # every rank records its share (--trace-out, --figure); rank 0 says where the files went
     views = write_window_views(values, make_communicator("auto")) if wanted(values) else []
     if report["rank"] != 0:
@@ -97,7 +98,12 @@ def explain_command(values: Mapping[str, Any]) -> int:
     ranks = report["world_size"]
     share = f" on each of {ranks} ranks (window of {report['used']})" if ranks > 1 else ""
     rows = "items" if dataset == "digits" else "rows"  # a row of sequences or chars holds several items
-    print(f"One window of k={k} micro-batches of {b} {rows}{share}: {report['task']}")
+    ran = report["used"] if ranks == 1 else k
+    print(f"One window of k={ran} micro-batches of {b} {rows}{share}: {report['task']}")
+    if report["used"] < k * ranks:
+        print(f"(--accum {k} asked for more micro-batches than the training set holds: {report['micro_batches']} "
+              f"micro-batches of {b} {rows}, so the window is all of them; a short window is normalized by what it "
+              "holds)")
     trace = report["trace"]
     print(f"reduction={reduction}, fusion={fusion}, dtype={dtype}")
     print(f"kernels ran on: {trace.paths_line()}\n")
@@ -120,18 +126,12 @@ def explain_command(values: Mapping[str, Any]) -> int:
             "sum": "no division"}[reduction]
     print(f"normalization ({reduction}): {rule} -> scale {report['scale']:.6g}")
     _print_events([e for e in trace.events if e.micro_batch < 0 and e.kernel != "allreduce"])
-    worst = max(report["differences"].values())
-    tolerance = 1e-12 if dtype == "float64" else 1e-5
     print(f"\ncheck against one batch of the same {report['items']} items (summed loss / items):")
     for name, diff in report["differences"].items():
         print(f"    {name:<18} max |window - big batch| = {diff:.3e}")
-    if reduction == "items":
-        verdict = "equal" if worst <= tolerance else "NOT equal"
-        print(f"window gradient and big-batch gradient are {verdict} (tolerance {tolerance:g} for {dtype}; "
-              "only the summation order differs)")
-    else:
-        print(f"reduction={reduction} is not the per-item mean of the window when micro-batches hold "
-              "different numbers of items; the difference above is the price of that")
+    for line in verdict_lines(report["check"]):
+        indent = " " * (len(line) - len(line.lstrip()) + (3 if line.lstrip()[:1].isdigit() else 0))
+        print(textwrap.fill(line, 110, subsequent_indent=indent or "    "))
     if views:
         print("\n" + "\n".join(views))
     return 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -111,7 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return precision_command(args)
         from minitorch_accum.kernels.__main__ import main as kernels_main
 
-        return kernels_main(args.rest)
+        return kernels_main(args.rest, prog="maccum kernels")
+    except BrokenPipeError:
+        # the reader went away (| head): stop quietly, as a command killed by SIGPIPE does; what is
+        # left in stdout's buffer goes nowhere, so that flushing it at exit raises nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         # one write: under mpiexec the lines of several ranks then never interleave
         sys.stderr.write(f"maccum {args.command}: error: {exc}\n")

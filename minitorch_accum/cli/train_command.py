@@ -15,10 +15,10 @@ from minitorch_accum.cli.tasks import load_task
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed.launch_environment import launched_world_size
 from minitorch_accum.optim import SGD, AdamW, Optimizer
-from minitorch_accum.train import History, LearnerBuilder
+from minitorch_accum.train import History, Learner, LearnerBuilder
 from minitorch_accum.train.settings import for_learner
 
-__all__ = ["make_optimizer", "run_training", "train_command"]
+__all__ = ["build_run", "make_optimizer", "run_training", "train_command"]
 
 
 def make_optimizer(name: str, lr: float) -> Optimizer:
@@ -37,6 +37,13 @@ def _rank_device(device: str) -> str:
 def run_training(values: Mapping[str, Any]) -> History:
     """One training run of a built-in task from the values of the settings table, by row name
     (``train.settings.read_options``); the same seed gives the same initial model and order."""
+    learner, train, valid = build_run(values)
+    _, history = learner.fit(train, valid, resume=values["resume"], overwrite=values["overwrite"])
+    return history
+
+
+def build_run(values: Mapping[str, Any]) -> tuple[Learner, DataLoader, DataLoader]:
+    """The Learner and the train and validation loaders of ``run_training`` (before fit)."""
     manual_seed(values["seed"])
     task = load_task(values["dataset"], dtype=values["dtype"], block_size=values["block_size"])
     micro_batch = values["micro_batch"]
@@ -49,14 +56,25 @@ def run_training(values: Mapping[str, Any]) -> History:
         task.model, make_optimizer(values["optimizer"], values["lr"]))
     train = DataLoader(task.train, micro_batch, shuffle=True, seed=values["seed"])
     valid = DataLoader(task.valid, 512, shuffle=False)
-    _, history = learner.fit(train, valid, resume=values["resume"], overwrite=values["overwrite"])
-    return history
+    return learner, train, valid
 
 
 def train_command(values: Mapping[str, Any]) -> int:
     if values["resume"] and values["overwrite"]:
         raise ValueError("--resume continues the run in --out and --overwrite replaces it: give one of them")
-    history = run_training(values)
+    if values["tui"]:
+        from minitorch_accum.cli.monitor_command import monitor_unavailable, train_with_monitor
+
+        why_not = monitor_unavailable()
+        if why_not is None:
+            history = train_with_monitor(values)
+            if history is None:
+                return 0  # stopped with q: said so, checkpointed
+        else:
+            print(f"maccum train: --tui {why_not}; showing the plain progress instead", file=sys.stderr)
+            history = run_training({**values, "progress": "plain"})
+    else:
+        history = run_training(values)
     if history.rank != 0:
         return 0  # rank 0 reports for the job
     last = history.valid[-1] if history.valid else {}

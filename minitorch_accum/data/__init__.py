@@ -1,5 +1,5 @@
 """Data: the DataLoader whose micro-batches tile one shuffled order, and small datasets (digits,
-padded sentences, windows of a Shakespeare text for a character transformer)."""
+padded sentences, chunks of a Shakespeare text for a character transformer)."""
 
 from minitorch_accum.data.chars import DEFAULT_BLOCK_SIZE, CharDataset, load_chars
 from minitorch_accum.data.datasets import (

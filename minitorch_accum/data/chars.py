@@ -1,9 +1,10 @@
 """Next-character prediction over a public-domain text shipped with the package.
 
 The text (``coriolanus.txt``: Shakespeare, read at import time from the package, never
-downloaded) is cut into windows of ``block_size`` characters. An item is one window; its
+downloaded) is cut into chunks of ``block_size`` characters (the context the model sees). An item is one
+chunk; its
 targets are the ``block_size`` characters that follow each of its characters, and every
-target is a real character, so a micro-batch of b windows holds exactly b x block_size
+target is a real character, so a micro-batch of b chunks holds exactly b x block_size
 items (the unit ``reduction="items"`` divides by).
 """
 
@@ -15,16 +16,16 @@ import numpy as np
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "CharDataset", "load_chars", "read_text"]
 
-#: characters per window unless told otherwise (``--block-size``)
+#: characters per chunk (the context) unless told otherwise (``--block-size``)
 DEFAULT_BLOCK_SIZE = 32
 
 _TEXT = "coriolanus.txt"
 
 
 class CharDataset:
-    """Windows of ``block_size`` characters over one text, encoded as ids into ``vocab``.
+    """Chunks of ``block_size`` characters over one text, encoded as ids into ``vocab``.
 
-    Item i starts at character ``i * block_size``: windows tile the text without overlap,
+    Item i starts at character ``i * block_size``: chunks tile the text without overlap,
     so one epoch predicts every character once (all but the first, which nothing precedes).
     ``get_batch`` returns (inputs, targets), both int64 of shape (n, block_size), targets
     shifted by one character.
@@ -37,7 +38,7 @@ class CharDataset:
         if ids.ndim != 1:
             raise ValueError(f"CharDataset: ids must be one sequence, got shape {ids.shape}")
         if len(ids) < block_size + 1:
-            raise ValueError(f"CharDataset: a window of {block_size} characters needs {block_size + 1} "
+            raise ValueError(f"CharDataset: a chunk of {block_size} characters needs {block_size + 1} "
                              f"(inputs and the next character), the text has {len(ids)}")
         if len(ids) and (ids.min() < 0 or ids.max() >= len(vocab)):
             raise ValueError(f"CharDataset: ids must lie in [0, {len(vocab)}) (the vocabulary)")
@@ -55,13 +56,13 @@ class CharDataset:
 
     @property
     def num_items(self) -> int:
-        """Target characters over all windows: the items of one epoch."""
+        """Target characters over all chunks: the items of one epoch."""
         return len(self) * self.block_size
 
     def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         indices = np.asarray(indices, dtype=np.int64)
         if indices.size and (indices.min() < 0 or indices.max() >= len(self)):
-            raise IndexError(f"CharDataset: window index out of range [0, {len(self)}): {indices.tolist()}")
+            raise IndexError(f"CharDataset: chunk index out of range [0, {len(self)}): {indices.tolist()}")
         # one gather of (n, block_size + 1) characters, then inputs and targets side by side
         rows = self.ids[(indices * self.block_size)[:, None] + np.arange(self.block_size + 1)]
         return np.ascontiguousarray(rows[:, :-1]), np.ascontiguousarray(rows[:, 1:])
@@ -78,7 +79,7 @@ class CharDataset:
 
     def split(self, fraction: float) -> tuple[CharDataset, CharDataset]:
         """(train, valid): the first ``fraction`` of the text and the rest, each in its own
-        windows over the same vocabulary (a contiguous cut, so no window spans both)."""
+        chunks over the same vocabulary (a contiguous cut, so no chunk spans both)."""
         if not 0.0 < fraction < 1.0:
             raise ValueError(f"CharDataset.split: fraction must be in (0, 1), got {fraction}")
         cut = round(fraction * len(self.ids))
@@ -87,7 +88,7 @@ class CharDataset:
 
     def __repr__(self) -> str:
         return (f"CharDataset({len(self.ids)} characters, vocabulary {self.vocab_size}, block_size "
-                f"{self.block_size}, {len(self)} windows)")
+                f"{self.block_size}, {len(self)} chunks)")
 
 
 def read_text() -> tuple[str, str]:
@@ -98,7 +99,7 @@ def read_text() -> tuple[str, str]:
 
 
 def load_chars(block_size: int = DEFAULT_BLOCK_SIZE) -> CharDataset:
-    """The shipped text as windows of ``block_size`` characters; the vocabulary is its
+    """The shipped text as chunks of ``block_size`` characters; the vocabulary is its
     characters in sorted order."""
     _, text = read_text()
     vocab = sorted(set(text))

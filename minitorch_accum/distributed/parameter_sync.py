@@ -26,6 +26,7 @@ def broadcast_parameters(model: Module, comm: Communicator, root: int = 0) -> No
     """Every parameter and buffer of ``model`` takes ``root``'s values, in place."""
     for _, param in model.named_parameters():
         comm.broadcast(param.data, root)
+        param.bump_version()
     for _, buffer in model.named_buffers():
         comm.broadcast(buffer.value, root)
 

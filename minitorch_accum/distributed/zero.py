@@ -192,6 +192,8 @@ class ZeroRedundancyOptimizer:
         for buffer in self.flat.values():
             lo, hi = self.reducer.shard(buffer)
             self.comm.allgather(buffer[lo:hi].copy(), buffer)
+        for param in self.arena.params:
+            param.bump_version()  # gathered in place
         return model
 
     # ------------------------------------------------------------------ state

@@ -81,8 +81,16 @@ CATALOG: tuple[KernelInfo, ...] = (
 
 KERNELS: tuple[str, ...] = tuple(k.name for k in CATALOG)
 
-# Passes of the accumulation layer that are not kernels here, counted the same way.
+# Passes of the accumulation layer that are not kernels here, counted the same way (traces name them).
+# A GEMM-fused write is counted per element of the weight gradient it writes; its two factors (N x in
+# and N x out for a micro-batch of N rows) are read on top, by the GEMM and by their norms.
+_FACTORS = "+ its factors A, B read twice (the GEMM, their norms)"
 WINDOW_PASSES: tuple[KernelInfo, ...] = (
+    KernelInfo("gemm-beta0", "acc = s * (A @ B): the GEMM writes a weight gradient into the arena (first "
+               "micro-batch)", 1, 0, _FACTORS),
+    KernelInfo("gemm-beta1", "acc += s * (A @ B): the GEMM adds into the arena (beta = 1)", 2, 0, _FACTORS),
+    KernelInfo("gemm-fallback", "A @ B computed apart, then added (no BLAS call can write the view)", 2, 1,
+               _FACTORS),
     KernelInfo("cast_copy_scale", "acc(fp32) = s * float(g): copy_scale of a fp16/bf16 g", 1, 1, "", 2),
     KernelInfo("container-store", "Burn's container keeps the gradient array itself: nothing moved", 0, 0),
     KernelInfo("container-add", "Burn's container sums a gradient into its entry", 2, 1),

@@ -14,7 +14,7 @@ from typing import Any
 from minitorch_accum.kernels.dispatch import native, native_available
 
 __all__ = ["available", "clock_seconds", "close_probe", "close_watch", "counter_state", "counting_handler",
-           "drain_watch", "open_probe", "open_watch"]
+           "drain_watch", "exclude", "open_probe", "open_watch"]
 
 
 def available() -> bool:
@@ -64,3 +64,8 @@ def close_watch(watch: int) -> None:
 def clock_seconds() -> float:
     """The steady clock the watch's events are timed by."""
     return float(native().memory_clock_seconds())
+
+
+def exclude(on: bool) -> None:
+    """While on, allocations are left out of every open probe and watch."""
+    native().memory_exclude(bool(on))

@@ -22,10 +22,12 @@ __all__ = ["FusedGroup", "group_for_fused_step"]
 
 
 class FusedGroup:
-    """Arrays for one launch; ``write_back()`` copies updated float32 values into 16-bit params."""
+    """Arrays for one launch; ``write_back()``, after it, copies updated float32 values into
+    16-bit params and counts the step as an in-place write of every param (its version)."""
 
     def __init__(self) -> None:
         self.names: list[str] = []
+        self.members: list[Param] = []
         self.params: list[Any] = []
         self.grads: list[Any] = []
         self._write_back: list[tuple[Param, Any]] = []
@@ -42,12 +44,15 @@ class FusedGroup:
         if grad.dtype != data.dtype or not grad.flags.c_contiguous:
             grad = param.backend.xp.ascontiguousarray(grad, dtype=data.dtype)
         self.names.append(name)
+        self.members.append(param)
         self.params.append(data)
         self.grads.append(grad)
 
     def write_back(self) -> None:
         for param, updated in self._write_back:
             param.data = updated.astype(param.dtype)
+        for param in self.members:
+            param.bump_version()  # a graph built before this step can no longer be differentiated
 
 
 def group_for_fused_step(

@@ -28,6 +28,7 @@ from minitorch_accum.optim import Optimizer
 from minitorch_accum.optim.lr_scheduler import LRScheduler
 from minitorch_accum.train.callbacks import Callback, StepEndFunction, check_callback
 from minitorch_accum.train.learner import Learner
+from minitorch_accum.train.progress import Progress
 from minitorch_accum.train.setting_kinds import Integer
 from minitorch_accum.train.settings import LearnerConfig, setting
 
@@ -152,8 +153,9 @@ class LearnerBuilder:
         """Drop a partial window at the end of an epoch instead of stepping it."""
         return self._set("drop_last_window", drop)
 
-    def progress(self, mode: str) -> LearnerBuilder:
-        """``"rich"``, ``"plain"``, ``"none"`` or ``"auto"`` (rich on a terminal, plain otherwise)."""
+    def progress(self, mode: str | Progress) -> LearnerBuilder:
+        """``"rich"``, ``"plain"``, ``"none"`` or ``"auto"`` (rich on a terminal, plain otherwise), or a
+        Progress of your own (``train.tui.MonitorProgress``, the terminal monitor)."""
         return self._set("progress", mode)
 
     def distributed(self, communicator: str | Communicator = "auto", *, zero: bool = False,

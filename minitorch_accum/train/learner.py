@@ -113,6 +113,12 @@ class Learner:
         #: the trace of the last fit (``trace_out``), written when it ended
         self.training_trace: TrainingTrace | None = None
 
+    @property
+    def stop_request(self) -> StopRequest:
+        """Where a stop is asked for (Ctrl-C, SIGTERM, the terminal monitor's q): acted on at the next
+        safe point, with a checkpoint."""
+        return self._stop
+
     @staticmethod
     def _check_distributed(config: LearnerConfig) -> None:
         if config.fusion == "none":

@@ -31,8 +31,6 @@ class Progress:
         """End the display."""
 
 
-
-
 def format_bytes(count: float) -> str:
     """Bytes in binary units with one decimal: 512 B, 58.3 KiB, 28.5 MiB."""
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -60,8 +58,9 @@ def _memory_text(record: dict[str, Any]) -> str:
     return f"act {format_bytes(arrays)} arrays +{format_bytes(other)} other"
 
 
-def _summary(record: dict[str, Any], metrics: tuple[str, ...] = METRICS) -> str:
-    """One line for a metrics record, showing the metrics chosen with LearnerBuilder.metric()."""
+def _summary(record: dict[str, Any], metrics: tuple[str, ...] = METRICS, k: int | None = None) -> str:
+    """One line for a metrics record, showing the metrics chosen with LearnerBuilder.metric();
+    ``k``: the window's micro-batches, to say when this window was a partial one."""
     parts = [f"epoch {record['epoch']}", f"step {record['step']}"]
     if "loss" in metrics:
         parts.append(f"loss {record['loss']:.4f}")
@@ -73,6 +72,9 @@ def _summary(record: dict[str, Any], metrics: tuple[str, ...] = METRICS) -> str:
         parts.append(f"|g| {record['grad_norm']:.3g}")
     if "peak_memory" in metrics:
         parts.append(_memory_text(record))
+        if k is not None and record.get("micro_batches", k) < k:
+            parts.append(f"(partial window, {record['micro_batches']} of {k} micro-batches: act is its largest "
+                         "micro-batch's)")
     if "items_per_second" in metrics:
         parts.append(f"{record['items_per_second']:.0f} items/s")
     if record.get("skipped"):
@@ -88,15 +90,19 @@ class PlainProgress(Progress):
         self.stream = stream or sys.stdout
         self.every = every
         self.metrics = metrics
+        self.k: int | None = None  # the window's micro-batches, from the last micro_batch() call
 
     def start(self, total_steps: int, description: str) -> None:
         if self.every is None:  # about ten lines per run, whatever its length
             self.every = max(1, total_steps // 10)
         print(f"{description}: {total_steps} optimizer steps", file=self.stream, flush=True)
 
+    def micro_batch(self, step: int, micro: int, k: int) -> None:
+        self.k = k
+
     def step(self, record: dict[str, Any]) -> None:
         if record["step"] % (self.every or 1) == 0 or record.get("skipped"):
-            print(_summary(record, self.metrics), file=self.stream, flush=True)
+            print(_summary(record, self.metrics, self.k), file=self.stream, flush=True)
 
     def message(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -135,9 +141,12 @@ class RichProgress(Progress):
         self._bar.stop()
 
 
-def make_progress(mode: str = "auto", stream: TextIO | None = None,
+def make_progress(mode: str | Progress = "auto", stream: TextIO | None = None,
                   metrics: tuple[str, ...] = METRICS) -> Progress:
-    """``"auto"``: rich on a terminal, plain otherwise; or exactly ``"rich"``/``"plain"``/``"none"``."""
+    """``"auto"``: rich on a terminal, plain otherwise; or exactly ``"rich"``/``"plain"``/``"none"``;
+    a Progress given (the terminal monitor, ``train.tui``) is used as it is."""
+    if isinstance(mode, Progress):
+        return mode
     if mode not in PROGRESS_MODES:
         raise ValueError(f"progress must be one of {', '.join(PROGRESS_MODES)}, got {mode!r}")
     if mode == "auto":

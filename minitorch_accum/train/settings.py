@@ -30,14 +30,15 @@ from minitorch_accum.accum import FUSIONS, REDUCTIONS
 from minitorch_accum.backend import parse_device
 from minitorch_accum.data import DATASETS
 from minitorch_accum.distributed.launch import COMMUNICATORS
+from minitorch_accum.models import DIGITS_MLP_VARIANTS
 from minitorch_accum.optim.lr_scheduler import LRScheduler
 from minitorch_accum.train.metrics import METRICS
-from minitorch_accum.train.progress import PROGRESS_MODES
+from minitorch_accum.train.progress import PROGRESS_MODES, Progress
 from minitorch_accum.train.setting_kinds import Choice, Flag, Integer, Kind, Number, Optional, Value
 from minitorch_accum.train.training_trace import trace_file_name
 
-__all__ = ["OPTIMIZERS", "SETTINGS", "TRAINING_COMMANDS", "LearnerConfig", "Setting", "add_options", "commanded",
-           "for_learner", "read_options", "setting"]
+__all__ = ["OPTIMIZERS", "SETTINGS", "TRAINING_COMMANDS", "LearnerConfig", "ProgressMode", "Setting", "add_options",
+           "commanded", "for_learner", "read_options", "setting"]
 
 #: the commands whose options come from this table
 TRAINING_COMMANDS = ("train", "compare", "explain")
@@ -120,6 +121,17 @@ def _png_name(name: str, value: Any) -> Path | None:
     return Path(value)
 
 
+@dataclass(frozen=True)
+class ProgressMode(Choice):
+    """A progress display by name, or a ``train.progress.Progress`` that shows the run (the TUI's)."""
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, Progress) or super().accepts(value)
+
+    def describe(self) -> str:
+        return super().describe() + ", or a Progress"
+
+
 _POSITIVE = Integer(1)
 _MAYBE_POSITIVE = Optional(_POSITIVE)
 
@@ -128,7 +140,7 @@ SETTINGS: tuple[Setting, ...] = (
     # ---- the window: how gradients are accumulated and normalized (a resume must keep these)
     Setting("grads_accumulation", _POSITIVE, 1, "micro-batches per optimizer step (k; per rank when data-parallel)",
             flag="--accum", cli_default=8, commands=_ALL, symbol="k"),
-    Setting("micro_batch", _POSITIVE, None, "micro-batch size b: images, sentences or windows of characters",
+    Setting("micro_batch", _POSITIVE, None, "micro-batch size b: images, sentences or rows of characters",
             target="loader", flag="--micro-batch", cli_default=32, commands=_ALL),
     Setting("effective_batch", _MAYBE_POSITIVE, None, "items per optimizer step; k is derived from the micro-batch"),
     Setting("accumulation_schedule", Optional(Value(_schedule, "a dict epoch -> k")), None,
@@ -157,6 +169,10 @@ SETTINGS: tuple[Setting, ...] = (
             target="task", flag="--optimizer"),
     Setting("dtype", Choice(("float32", "float64")), "float32", "parameter and accumulation dtype", target="task",
             flag="--dtype", commands=_ALL),
+    Setting("model", Choice(("task", *DIGITS_MLP_VARIANTS)), "task",
+            "the task's own model, or a digits MLP with a BatchNorm1d (it couples a batch's items) or with "
+            "dropout (masks drawn anew per batch): their windows differ from the big batch",
+            target="command", resume=True, flag="--model", commands=("explain",)),
     Setting("block_size", _MAYBE_POSITIVE, None, "--dataset chars: characters of context the transformer sees "
             "(default: the task's); a micro-batch of b rows holds b x block-size items", target="task",
             flag="--block-size", commands=_ALL),
@@ -174,7 +190,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lr_scheduler", Value(_scheduler, "an LRScheduler"), None,
             "a scheduler from optim.lr_scheduler, advanced once per optimizer step (its state is checkpointed)",
             resume=True),
-    Setting("progress", Choice(PROGRESS_MODES), "auto", "progress display (rank 0 only)", resume=True,
+    Setting("progress", ProgressMode(PROGRESS_MODES), "auto", "progress display (rank 0 only)", resume=True,
             flag="--progress", per_rank=True),
     Setting("trace_out", Value(trace_file_name, "None or a file name ending in .json"), None,
             "write a Chrome/Perfetto trace (Trace Event Format: open it in ui.perfetto.dev) of every window: "
@@ -185,6 +201,10 @@ SETTINGS: tuple[Setting, ...] = (
             "draw the window's timeline (forward and backward of each micro-batch, the kernels writing the arena, "
             "the array bytes alive, the close, the step) beside one batch of the same items, as a PNG",
             target="command", resume=True, flag="--figure", commands=("explain",)),
+    Setting("tui", Flag(), False, "watch the run in a terminal monitor (Textual): loss and accuracy per optimizer "
+            "step, the window filling, memory, items/s, lr, checkpoints; q stops at the window's end with a "
+            "checkpoint (without a terminal: the plain progress)", target="command", resume=True, flag="--tui",
+            commands=("train",)),
     Setting("devices", Value(_devices, "a list of devices"), ("cpu",),
             "cpu or cuda[:N] (data-parallel: each rank its own GPU)", resume=True, flag="--device", cli_default="cpu",
             per_rank=True),

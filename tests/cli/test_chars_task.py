@@ -86,7 +86,7 @@ def test_training_chars_lowers_the_loss_in_a_few_steps(tmp_path: Path, capsys: p
     assert first > 3.9 and last < first - 0.5, (first, last)
 
 
-def test_block_size_is_refused_for_a_task_without_windows(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_block_size_is_refused_for_a_task_without_a_context(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["train", "--dataset", "digits", "--block-size", "8", "--out", str(tmp_path),
                  "--progress", "none"]) == 2
     assert "--block-size applies to --dataset chars, not 'digits'" in capsys.readouterr().err

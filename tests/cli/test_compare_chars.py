@@ -45,7 +45,7 @@ def test_the_ratio_is_the_ratio_of_the_measured_array_peaks(compared: tuple[Path
         steps = _steps(out / directory)
         # the run's figure is its metrics' per-step array peak, over its fullest windows
         most = max(r["items"] for r in steps)
-        assert most == K * B * BLOCK  # a full window: k x b windows of BLOCK target characters
+        assert most == K * B * BLOCK  # a full window: k x b rows of BLOCK target characters
         assert run["array_bytes"] == statistics.median(r["peak_array_bytes"] for r in steps if r["items"] == most)
         assert run["per_step_array_bytes"] == [r["peak_array_bytes"] for r in steps]
         # ... and the progress lines printed that same figure

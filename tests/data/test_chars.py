@@ -1,4 +1,4 @@
-"""The chars dataset: the shipped text read deterministically, ids that round-trip, windows of
+"""The chars dataset: the shipped text read deterministically, ids that round-trip, chunks of
 block_size characters with targets one character further on, and exact item counts."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_ids_round_trip_through_the_vocabulary() -> None:
 
 
 @pytest.mark.parametrize("block_size", [1, 8, 64])
-def test_windows_tile_the_text_and_targets_are_the_next_characters(block_size: int) -> None:
+def test_chunks_tile_the_text_and_targets_are_the_next_characters(block_size: int) -> None:
     data = load_chars(block_size)
     assert len(data) == (len(data.ids) - 1) // block_size
     last = len(data) - 1
@@ -54,13 +54,13 @@ def test_an_epoch_holds_b_times_block_items_per_micro_batch_and_each_target_once
     loader = DataLoader(data, 7, shuffle=True, seed=3)
     items, seen = 0, []
     for inputs, targets in loader:
-        # no padding: every target is a character, so a micro-batch of b windows holds b x 16 items
+        # no padding: every target is a character, so a micro-batch of b chunks holds b x 16 items
         assert F.count_items(targets) == targets.size == len(inputs) * 16
         items += F.count_items(targets)
         seen.append(inputs[:, 0])
     assert items == data.num_items == len(data) * 16
     starts = np.sort(np.concatenate(seen))
-    assert len(starts) == len(data)  # every window once per epoch
+    assert len(starts) == len(data)  # every chunk once per epoch
 
 
 def test_split_cuts_the_text_once_and_keeps_the_vocabulary() -> None:
@@ -79,6 +79,6 @@ def test_a_bad_block_size_is_refused_by_name(block_size: object) -> None:
         load_chars(block_size)  # type: ignore[arg-type]
 
 
-def test_a_text_shorter_than_one_window_is_refused() -> None:
-    with pytest.raises(ValueError, match="a window of 10 characters needs 11"):
+def test_a_text_shorter_than_one_chunk_is_refused() -> None:
+    with pytest.raises(ValueError, match="a chunk of 10 characters needs 11"):
         CharDataset(np.arange(5) % 3, ["a", "b", "c"], 10)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from minitorch_accum.kernels.catalog import CATALOG
+from minitorch_accum.kernels.catalog import CATALOG, WINDOW_PASSES
 from minitorch_accum.kernels.tools.nvrtc import DEFAULT_ARCH
 
 __all__ = ["main"]
@@ -22,11 +22,14 @@ _ARCH = re.compile(r"(sm|compute)_(\d+)[af]?")
 
 
 def _list() -> int:
-    width = max(len(k.name) for k in CATALOG)
-    print(f"{'kernel':<{width}}  B/elem fp32  computes")
-    for k in CATALOG:
-        note = f"  [{k.note}]" if k.note else ""
-        print(f"{k.name:<{width}}  {k.bytes_fp32:>11}  {k.computes}{note}")
+    width = max(len(k.name) for k in CATALOG + WINDOW_PASSES)
+    for title, rows in (("kernel", CATALOG), ("window pass", WINDOW_PASSES)):
+        if rows is WINDOW_PASSES:
+            print("\nthe accumulation layer's own passes (traces and maccum explain name them; not kernels of csrc/):")
+        print(f"{title:<{width}}  B/elem fp32  computes")
+        for k in rows:
+            note = f"  [{k.note}]" if k.note else ""
+            print(f"{k.name:<{width}}  {k.bytes_fp32:>11}  {k.computes}{note}")
     return 0
 
 
@@ -101,10 +104,11 @@ def _compile(arch: str, with_resources: bool) -> int:
     return _resource_usage(cuda_sources(), arch) if with_resources else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (non-zero when a source fails to compile)."""
+def main(argv: Sequence[str] | None = None, prog: str = "python -m minitorch_accum.kernels") -> int:
+    """Run the command line; returns the exit status (non-zero when a source fails to compile).
+    ``prog``: how usage and errors name the command (``maccum kernels`` from the maccum script)."""
     parser = argparse.ArgumentParser(
-        prog="python -m minitorch_accum.kernels",
+        prog=prog,
         description="The fused accumulation kernels: list them, compile their CUDA sources.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{list,compile}")
