@@ -22,6 +22,9 @@ class Backend(ABC):
 
     device: Device
     xp: Any  # numpy or cupy
+    #: whether ``device_scope()`` does anything (CuPy: make the device current); when it does
+    #: not, an op inside a forward whose errstate is already entered calls no context at all
+    has_device_scope: bool = False
 
     @property
     def name(self) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.autodiff import Tensor
+from minitorch_accum.autodiff import Tensor, float_errors_silenced, silence_float_errors
 from minitorch_accum.backend import (
     Backend,
     DeviceLike,
@@ -140,7 +140,12 @@ class Module:
         setattr(self, name, Buffer(tensor) if persistent else tensor)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        if float_errors_silenced():
+            return self.forward(*args, **kwargs)
+        # the outermost module's call silences NumPy's floating-point warnings once for the
+        # whole forward (inf and nan are results), so that its ops need not each
+        with silence_float_errors():
+            return self.forward(*args, **kwargs)
 
     # ------------------------------------------------------------ discovery
     def _members(self) -> Iterator[tuple[str, Any]]:
