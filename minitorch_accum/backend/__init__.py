@@ -34,20 +34,33 @@ from minitorch_accum.backend.random import (
     manual_seed,
     set_rng_state,
 )
+from minitorch_accum.backend.threads import (
+    THREADS_ENV,
+    ThreadSettings,
+    available_cpus,
+    default_threads,
+    set_threads,
+    thread_settings,
+    thread_summary,
+)
 
 __all__ = [
     "FLOAT_DTYPES",
     "TENSOR_DTYPES",
+    "THREADS_ENV",
     "Backend",
     "Device",
     "DeviceLike",
     "NumpyBackend",
+    "ThreadSettings",
+    "available_cpus",
     "backend_for",
     "backend_of_array",
     "bfloat16",
     "bool_",
     "cuda_available",
     "default_generator",
+    "default_threads",
     "float16",
     "float32",
     "float64",
@@ -65,6 +78,9 @@ __all__ = [
     "resolve_tensor_dtype",
     "set_default_dtype",
     "set_rng_state",
+    "set_threads",
+    "thread_settings",
+    "thread_summary",
     "uint8",
 ]
 

@@ -71,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in TRAINING_COMMANDS:
             values = read_options(args, args.command)
+            from minitorch_accum.backend import set_threads
+
+            set_threads(values.get("threads"))  # every CPU pool, before the first matmul
             if args.command == "train":
                 from minitorch_accum.cli.train_command import train_command
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.autodiff import Tensor, float_errors_silenced, silence_float_errors
+from minitorch_accum.autodiff import Tensor
+from minitorch_accum.autodiff.grad_mode import float_errors_silenced, silence_float_errors
 from minitorch_accum.backend import (
     Backend,
     DeviceLike,
