@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from minitorch_accum.backend.allocator import MALLOC_ENV, retain_freed_memory, retained_memory
 from minitorch_accum.backend.base import Backend
 from minitorch_accum.backend.cupy_backend import cuda_available
 from minitorch_accum.backend.device import Device, DeviceLike, parse_device
@@ -46,6 +47,7 @@ from minitorch_accum.backend.threads import (
 
 __all__ = [
     "FLOAT_DTYPES",
+    "MALLOC_ENV",
     "TENSOR_DTYPES",
     "THREADS_ENV",
     "Backend",
@@ -76,6 +78,8 @@ __all__ = [
     "parse_device",
     "resolve_dtype",
     "resolve_tensor_dtype",
+    "retain_freed_memory",
+    "retained_memory",
     "set_default_dtype",
     "set_rng_state",
     "set_threads",

@@ -71,9 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in TRAINING_COMMANDS:
             values = read_options(args, args.command)
-            from minitorch_accum.backend import set_threads
+            from minitorch_accum.backend import retain_freed_memory, set_threads
 
             set_threads(values.get("threads"))  # every CPU pool, before the first matmul
+            retain_freed_memory()  # each micro-batch reuses the last one's memory, without page faults
             if args.command == "train":
                 from minitorch_accum.cli.train_command import train_command
 
