@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.machine import threads_line
 from benchmarks.harness.text_table import text_table
 
 __all__ = ["format_table", "plot"]
@@ -32,7 +33,8 @@ def format_table(payload: dict[str, Any]) -> str:
             f = case["variants"].get(name)
             cells.append("-" if f is None else f"{f['gb_per_s']:.1f} ({f['fraction_of_limit']:.0%})")
         rows.append([name, str(info["bytes_per_element"])] + cells)
-    lines = ["GB/s from useful bytes (percent of the case's best copy/triad, both in bus bytes)"]
+    lines = [threads_line(payload.get("machine", {})),
+             "GB/s from useful bytes (percent of the case's best copy/triad, both in bus bytes)"]
     lines += text_table(["variant", "B/el"] + [c["case"] for c in cases], rows)
     lines.append("")
     lines.append("median seconds per call")

@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
         add_options(_command(sub, command, _HELP[command]), command, _COMMAND_DEFAULTS.get(command))
 
     bench = _command(sub, "bench", "kernel and end-to-end benchmarks (programs of a checkout's benchmarks/)")
-    bench.add_argument("which", choices=("kernels", "end-to-end", "all-reduce"), help="which benchmark")
+    bench.add_argument("which", choices=("kernels", "end-to-end", "end-to-end-versus", "all-reduce"),
+                       help="which benchmark")
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
 
     kernels = _command(sub, "kernels", "list the kernels, compile them through NVRTC, show resources")
