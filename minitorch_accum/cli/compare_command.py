@@ -21,12 +21,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from minitorch_accum.backend import thread_settings
 from minitorch_accum.cli.train_command import run_training
 from minitorch_accum.data import DEFAULT_BLOCK_SIZE
 from minitorch_accum.train.progress import activation_memory, format_bytes
 from minitorch_accum.train.settings import commanded
 
-__all__ = ["MEMORY_TOLERANCE", "compare_command", "compare_runs", "memory_statistic", "write_compare_plot"]
+__all__ = ["MEMORY_TOLERANCE", "WALL_TIME_TARGET", "compare_command", "compare_runs", "memory_statistic",
+           "wall_time_ratio", "write_compare_plot"]
 
 #: the accumulated run's activation arrays should be within this share of 1/k of the big batch's
 MEMORY_TOLERANCE = 0.10
@@ -132,10 +134,26 @@ def _fixed_and_per_item(results: list[dict[str, Any]]) -> tuple[float, float] | 
     return acc["array_bytes"] - per_item * small_items, per_item
 
 
+#: the overhead accumulation may cost in wall time: k x b within this factor of one batch of k*b
+WALL_TIME_TARGET = 1.15
+
+
+def wall_time_ratio(results: list[dict[str, Any]]) -> float | None:
+    """Wall time of the accumulated run over that of one big batch (None when that one took no time)."""
+    acc, big = results[0], results[1]
+    return acc["seconds"] / big["seconds"] if big["seconds"] > 0 else None
+
+
 def summary(results: list[dict[str, Any]], k: int, dtype: str = "float32") -> list[str]:
-    """The printed verdict: the memory ratio against 1/k, and whether the curves agree."""
+    """The printed verdict: the wall-time ratio, the memory ratio against 1/k, and whether the curves agree."""
     acc, big = results[0], results[1]
     lines = []
+    wall = wall_time_ratio(results)
+    if wall is not None:
+        lines.append(f"wall time: {acc['name']} took {acc['seconds']:.1f} s, {big['name']} {big['seconds']:.1f} s: "
+                     f"{wall:.2f}x ({'within' if wall <= WALL_TIME_TARGET else 'NOT within'} the "
+                     f"{WALL_TIME_TARGET:.2f}x of a small overhead; each run's whole wall time, threads: "
+                     f"{thread_settings().requested or 'as the libraries chose'})")
     ratio = _ratio(results)
     if ratio is None:
         lines.append("activation arrays could not be told apart from Python objects here (this NumPy has no "
@@ -232,6 +250,7 @@ def compare_command(values: Mapping[str, Any]) -> int:
     settings = {name: values[name] for name in COMPARED_SETTINGS}
     (out / "compare.json").write_text(json.dumps({
         "settings": settings, "definitions": DEFINITIONS, "memory_ratio": _ratio(results),
+        "wall_time_ratio": wall_time_ratio(results), "threads": thread_settings().summary(),
         "memory_tolerance": MEMORY_TOLERANCE, "runs": results}, indent=1) + "\n", encoding="utf-8")
     acc = results[0]
     block = values["block_size"]
