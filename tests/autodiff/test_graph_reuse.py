@@ -286,3 +286,40 @@ def test_the_report_reaches_a_listener_and_nothing_recorded_is_eager() -> None:
     with reuse.forward(), pytest.raises(RuntimeError, match="already open"), reuse.forward():
         pass
     assert "recorded" in repr(reuse)
+
+
+class Overflow(nn.Module):
+    def forward(self, x: mta.Tensor) -> mta.Tensor:
+        return (x * 1e30) * 1e30  # inf in float32: a result, as on a GPU
+
+
+def test_one_errstate_per_forward_silences_every_op_inside_and_outside_a_module() -> None:
+    import warnings
+
+    x = mta.tensor(np.ones(3, dtype=np.float32), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a NumPy overflow warning would fail here
+        inside = Overflow()(x)
+        outside = (x * 1e30) * 1e30
+        reuse = GraphReuse()
+        for _ in range(2):
+            with reuse.forward():
+                replayed = Overflow()(x).sum()
+            replayed.backward()
+    assert np.isinf(inside.numpy()).all() and np.isinf(outside.numpy()).all()
+    assert reuse.last.outcome == "replayed"
+    with pytest.raises(FloatingPointError):  # outside every forward, NumPy's own state is untouched
+        with np.errstate(over="raise"):
+            np.float32(1e30) * np.float32(1e30)
+
+
+def test_grad_mode_is_per_thread_and_on_in_a_new_thread() -> None:
+    import threading
+
+    seen = []
+    with mta.no_grad():
+        worker = threading.Thread(target=lambda: seen.append(mta.is_grad_enabled()))
+        worker.start()
+        worker.join()
+        assert not mta.is_grad_enabled()
+    assert seen == [True] and mta.is_grad_enabled()
