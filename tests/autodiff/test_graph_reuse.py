@@ -308,9 +308,9 @@ def test_one_errstate_per_forward_silences_every_op_inside_and_outside_a_module(
             replayed.backward()
     assert np.isinf(inside.numpy()).all() and np.isinf(outside.numpy()).all()
     assert reuse.last.outcome == "replayed"
-    with pytest.raises(FloatingPointError):  # outside every forward, NumPy's own state is untouched
-        with np.errstate(over="raise"):
-            np.float32(1e30) * np.float32(1e30)
+    # outside every forward, NumPy's own state is untouched
+    with pytest.raises(FloatingPointError), np.errstate(over="raise"):
+        np.float32(1e30) * np.float32(1e30)
 
 
 def test_grad_mode_is_per_thread_and_on_in_a_new_thread() -> None:
