@@ -89,9 +89,11 @@ def run_side(side: str, case: ModelCase, ks: list[int], b: int, windows: int, wa
         torch_threads = torch.get_num_threads()
     else:
         torch_threads = None
-    by_k: dict[str, Any] = {str(k): {"windows": [], "positions": [[] for _ in range(k)]} for k in ks}
+    by_k: dict[str, Any] = {str(k): {"windows": [], "cpu_windows": [], "positions": [[] for _ in range(k)]}
+                            for k in ks}
     for round_index in range(warmup + windows):
         for k in ks if round_index % 2 else list(reversed(ks)):
+            cpu = time.process_time()
             clock = [time.perf_counter()]
             window(k, clock)
             end = time.perf_counter()
@@ -99,6 +101,9 @@ def run_side(side: str, case: ModelCase, ks: list[int], b: int, windows: int, wa
                 continue
             entry = by_k[str(k)]
             entry["windows"].append(end - clock[0])
+            # CPU seconds of every thread of the process: what the window cost, whatever share of the
+            # cores the machine's other processes left it (on a shared machine wall time says little)
+            entry["cpu_windows"].append(time.process_time() - cpu)
             for position in range(k):
                 entry["positions"][position].append(clock[position + 1] - clock[position])
     return {"side": side, "model": case.name, "micro_batch": b, "items_per_micro_batch": b * case.items_per_row,

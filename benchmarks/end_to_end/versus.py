@@ -75,10 +75,12 @@ def summarize_rounds(runs: list[tuple[dict[str, Any], dict[str, Any]]], ks: tupl
     for k in ks:
         key = str(k)
         items = runs[0][0]["items_per_micro_batch"] * k
-        ratios, ours_all, theirs_all = [], [], []
+        ratios, cpu_ratios, ours_all, theirs_all = [], [], [], []
         for ours, theirs in runs:
             mine, other = ours["by_k"][key]["windows"], theirs["by_k"][key]["windows"]
             ratios.append(statistics.median(other) / statistics.median(mine))
+            cpu_ratios.append(statistics.median(theirs["by_k"][key]["cpu_windows"])
+                              / statistics.median(ours["by_k"][key]["cpu_windows"]))
             ours_all += mine
             theirs_all += other
         positions = {side: [statistics.median([t for run in runs for t in run[index]["by_k"][key]["positions"][i]])
@@ -87,6 +89,8 @@ def summarize_rounds(runs: list[tuple[dict[str, Any], dict[str, Any]]], ks: tupl
             "ours_items_per_second": items / statistics.median(ours_all),
             "torch_items_per_second": items / statistics.median(theirs_all),
             "ratio": _spread(ratios), "round_ratios": ratios,
+            # the same ratio by CPU seconds: what each side costs when it has a core to itself
+            "cpu_ratio": _spread(cpu_ratios), "round_cpu_ratios": cpu_ratios,
             "ms_per_micro_batch_by_position": {side: [t * 1e3 for t in times] for side, times in positions.items()},
         }
     return by_k
@@ -144,12 +148,17 @@ def format_versus(payload: dict[str, Any]) -> str:
             for k, row in data["by_k"].items():
                 ratio = row["ratio"]
                 first, last = (row["ms_per_micro_batch_by_position"][s] for s in ("ours", "torch"))
+                cpu = row["cpu_ratio"]
                 rows.append((model, threads, k, f"{row['ours_items_per_second']:,.0f}",
                              f"{row['torch_items_per_second']:,.0f}", f"{ratio['median']:.2f}",
-                             f"{ratio['min']:.2f}-{ratio['max']:.2f}",
+                             f"{ratio['min']:.2f}-{ratio['max']:.2f}", f"{cpu['median']:.2f} ({cpu['min']:.2f}-"
+                             f"{cpu['max']:.2f})",
                              f"{first[0]:.1f}/{first[-1]:.1f}", f"{last[0]:.1f}/{last[-1]:.1f}"))
     lines += text_table(("model", "threads", "k", "ours items/s", "torch items/s", "ours/torch", "rounds' range",
-                         "ours ms first/last", "torch ms first/last"), rows, numbers_right=True, rule=True)
+                         "by CPU time", "ours ms first/last", "torch ms first/last"), rows, numbers_right=True,
+                        rule=True)
+    lines.append("ours/torch: items/s by wall time, the median of the rounds' ratios; by CPU time: the same ratio of "
+                 "the processes' CPU seconds per window (all their threads), which another process's load moves less")
     first = next(iter(payload["models"].values()))
     for threads, data in first.items():
         lines.append(f"threads {threads}: ours: {data['thread_settings']['ours']}; {data['memory']}")
