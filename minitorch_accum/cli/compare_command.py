@@ -77,10 +77,10 @@ def compare_runs(values: Mapping[str, Any], out: Path) -> list[dict[str, Any]]:
     for kind, micro, accum in runs:
         slug = f"b{micro}_k{accum}"
         print(f"--- {kind}: micro-batch {micro}, k={accum}")
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         history = run_training({**values, "out": out / slug, "micro_batch": micro, "grads_accumulation": accum,
                                 "overwrite": True})  # compare re-runs
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
         items, curve = 0, []
         for record in history.steps:
             items += record["items"]
@@ -94,7 +94,7 @@ def compare_runs(values: Mapping[str, Any], out: Path) -> list[dict[str, Any]]:
             "final_loss": history.final_loss, "valid_loss": last_valid.get("loss"),
             "valid_accuracy": last_valid.get("accuracy"),
             **memory_statistic(history.steps),
-            "seconds": seconds, "curve": curve,
+            "seconds": seconds, "cpu_seconds": cpu_seconds, "curve": curve,
         })
     return results
 
@@ -150,10 +150,12 @@ def summary(results: list[dict[str, Any]], k: int, dtype: str = "float32") -> li
     lines = []
     wall = wall_time_ratio(results)
     if wall is not None:
+        cpu = (f"; CPU time {acc['cpu_seconds']:.1f} s against {big['cpu_seconds']:.1f} s, "
+               f"{acc['cpu_seconds'] / big['cpu_seconds']:.2f}x" if big.get("cpu_seconds") else "")
         lines.append(f"wall time: {acc['name']} took {acc['seconds']:.1f} s, {big['name']} {big['seconds']:.1f} s: "
                      f"{wall:.2f}x ({'within' if wall <= WALL_TIME_TARGET else 'NOT within'} the "
                      f"{WALL_TIME_TARGET:.2f}x of a small overhead; each run's whole wall time, threads: "
-                     f"{thread_settings().requested or 'as the libraries chose'})")
+                     f"{thread_settings().requested or 'as the libraries chose'}{cpu})")
     ratio = _ratio(results)
     if ratio is None:
         lines.append("activation arrays could not be told apart from Python objects here (this NumPy has no "
