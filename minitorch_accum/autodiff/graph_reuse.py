@@ -23,6 +23,11 @@ when the whole graph that last used it has been freed by its backward; while it 
 (no backward yet, ``retain_graph=True``) the forward runs eagerly without recording. Each forward
 says which way it ran: ``last`` (a ``ReuseReport``), ``counts``, and ``listener`` (called with each
 report), for traces and ``maccum explain``.
+
+A check that a saved array was not changed in place between forward and backward (a version
+per saved tensor, taken in ``Context.save``) needs nothing here: a replayed op saves through
+its refilled Context's ``save`` like an eager one. One taken in ``apply`` or ``Node`` instead
+belongs in ``_Pass._replay`` too, beside ``node.inputs = entry.edges``.
 """
 
 from __future__ import annotations
