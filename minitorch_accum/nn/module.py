@@ -128,7 +128,11 @@ class Buffer(Tensor):
 
 class Module:
     """Base class of layers and models. Subclasses assign Params and Modules as attributes
-    in ``__init__`` and implement ``forward``."""
+    in ``__init__`` and implement ``forward``.
+
+    Calling a module runs ``forward`` with NumPy's floating-point warnings off, as every op
+    runs (inf and nan are results): the outermost call enters ``np.errstate`` once for the
+    whole forward instead of each op entering it (``autodiff.grad_mode.silence_float_errors``)."""
 
     training: bool = True
 
