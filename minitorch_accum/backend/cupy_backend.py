@@ -49,8 +49,6 @@ class CupyBackend(Backend):
         self.xp = cupy
         self._cupy = cupy
 
-    has_device_scope = True
-
     def device_scope(self) -> Any:
         return self._cupy.cuda.Device(self.device.index)
 

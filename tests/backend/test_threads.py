@@ -80,3 +80,4 @@ def test_the_commands_take_threads_from_the_settings_table() -> None:
         args = build_parser().parse_args([command, "--threads", "1"])
         assert read_options(args, command)["threads"] == 1
         assert read_options(build_parser().parse_args([command]), command)["threads"] is None
+
