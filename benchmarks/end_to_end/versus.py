@@ -96,9 +96,23 @@ def summarize_rounds(runs: list[tuple[dict[str, Any], dict[str, Any]]], ks: tupl
     return by_k
 
 
+def _children_cpu_seconds() -> float:
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+def _others_share(cpu_before: Any, children_before: float, started: float) -> float | None:
+    """The share of the CPUs that processes other than this run (it and its sides) kept busy."""
+    share = other_cpu_share(cpu_before, started)
+    if share is None:
+        return None
+    sides = (_children_cpu_seconds() - children_before) / ((time.perf_counter() - started) * (os.cpu_count() or 1))
+    return max(0.0, share - sides)
+
+
 def measure_versus(settings: VersusSettings, log: Log) -> dict[str, Any]:
     started = time.perf_counter()
-    cpu_before, load_before = cpu_ticks(), loadavg()
+    cpu_before, load_before, children_before = cpu_ticks(), loadavg(), _children_cpu_seconds()
     models: dict[str, Any] = {}
     for model, ks in settings.models:
         models[model] = {}
@@ -122,7 +136,7 @@ def measure_versus(settings: VersusSettings, log: Log) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "benchmark": VERSUS.name, "machine": machine_info(), "settings": asdict(settings),
         "environment": {"loadavg_start": load_before, "loadavg_end": loadavg(),
-                        "other_processes_cpu_share": other_cpu_share(cpu_before, started),
+                        "other_processes_cpu_share": _others_share(cpu_before, children_before, started),
                         "wall_seconds": time.perf_counter() - started},
         "models": models,
     }
