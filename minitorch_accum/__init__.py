@@ -41,6 +41,8 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each name i
         manual_seed,
         set_default_dtype,
         set_rng_state,
+        set_threads,
+        thread_settings,
         uint8,
     )
     from minitorch_accum.ops import OpError  # noqa: F401
@@ -55,7 +57,7 @@ _ENGINE = ("LeafSink", "apply", "run_backward")
 #: this package's other names, lent by backend and ops (``bool`` and ``long`` are aliases)
 _OWN = ["Device", "OpError", "__version__", "bfloat16", "bool", "cuda_available", "float16", "float32",
         "float64", "get_default_dtype", "get_rng_state", "int8", "int16", "int32", "int64", "long",
-        "manual_seed", "set_default_dtype", "set_rng_state", "uint8"]
+        "manual_seed", "set_default_dtype", "set_rng_state", "set_threads", "thread_settings", "uint8"]
 #: PyTorch's spellings of two dtypes (mta.bool shadows the builtin only as an attribute of this package);
 #: ``bool_`` itself stays an attribute too
 _ALIASES = {"bool": "bool_", "long": "int64", "bool_": "bool_"}

@@ -71,6 +71,15 @@ def embedding_backward(ids: Array, grad: Array, out: Array) -> None: ...
 def getenv(name: str) -> str | None:
     """The process environment's value of name (os.environ writes through putenv), or None; cheap when unset."""
 
+def set_threads(threads: int) -> None:
+    """Threads a parallel pass may use from now on, the caller included (0: the pool's size again)."""
+
+def threads() -> int:
+    """Threads a parallel pass uses now, the caller included."""
+
+def max_threads() -> int:
+    """The pool's size, the caller included (MTA_NUM_THREADS, OMP_NUM_THREADS or the CPUs, read once)."""
+
 def layout() -> dict[str, Any]:
     """Sizes and field offsets of the structs the CUDA kernels take by value, and the launch constants."""
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from benchmarks.end_to_end.memory import MEMORY_SLACK
 from benchmarks.harness.contention import QUIET_SHARE
+from benchmarks.harness.machine import threads_line
 from benchmarks.harness.text_table import text_table
 from benchmarks.harness.timing import median
 
@@ -23,6 +24,7 @@ def format_table(payload: dict[str, Any]) -> str:
         f"{env.get('kernel_path', 'native')}, BLAS threads "
         f"{env['blas_threads']}, torch threads {env['torch_threads']}, other processes used "
         f"{'?' if others is None else f'{others:.0%}'} of the cores meanwhile",
+        threads_line(payload["machine"]),
         "",
     ]
     header = ("k", "variant", "ms/micro", "overhead", "direct", "items/s", "x torch", "mem ratio")

@@ -9,7 +9,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-__all__ = ["blas_threads", "cpu_caches", "loadavg", "machine_info", "native_simd"]
+__all__ = ["blas_threads", "cpu_caches", "loadavg", "machine_info", "native_simd", "threads_line"]
 
 
 def machine_info() -> dict[str, Any]:
@@ -24,7 +24,12 @@ def machine_info() -> dict[str, Any]:
     }
     import numpy
 
+    from minitorch_accum.backend import retained_memory, thread_summary
+
     info["numpy"] = numpy.__version__
+    # every pool's threads (BLAS, OpenMP, the native kernels', torch's) as this process has them
+    info["threads"] = thread_summary()
+    info["malloc"] = retained_memory()
     for name in ("scipy", "torch", "cupy"):
         try:
             module = __import__(name)
@@ -106,3 +111,8 @@ def loadavg() -> list[float] | None:
         return list(os.getloadavg())
     except OSError:
         return None
+
+
+def threads_line(machine: dict[str, Any]) -> str:
+    """The header line every benchmark prints: each pool's threads when the run was measured."""
+    return f"threads: {machine.get('threads', 'not recorded')}"

@@ -9,6 +9,7 @@
 #include "accum_math.cuh"
 #include "multi_tensor.cuh"
 #include "native/bindings.h"
+#include "native/parallel.h"
 
 namespace minitorch_accum {
 
@@ -45,6 +46,12 @@ py::dict scalars_layout() {
 }  // namespace
 
 void bind_environment(py::module_& m) {
+    m.def("set_threads", &set_thread_limit, py::arg("threads"),
+          R"doc(Threads a parallel pass may use from now on, the caller included (1: every pass on the calling
+thread; 0: the pool's size again). At most the pool's size, which MTA_NUM_THREADS, else OMP_NUM_THREADS, else
+the CPUs this process may run on fix when the first parallel pass starts it.)doc");
+    m.def("threads", &thread_limit, R"doc(Threads a parallel pass uses now, the caller included.)doc");
+    m.def("max_threads", &worker_threads, R"doc(The pool's size, the caller included: the most set_threads allows.)doc");
     m.def(
         "getenv",
         [](const char* name) -> py::object {

@@ -54,6 +54,12 @@ inline bool use_threads(std::int64_t n) { return n >= kParallelMinElements && !i
 // OMP_NUM_THREADS, else the CPUs this process may run on).
 int worker_threads();
 
+// Threads a pass uses now, the caller included: set_thread_limit's value (1 runs
+// every pass on the calling thread), at most worker_threads(); worker_threads()
+// until it is set, or after set_thread_limit(0).
+int thread_limit();
+void set_thread_limit(int threads);
+
 // A task: runs task `index` of the job `context` describes; its result is ORed
 // into the call's (the non-finite flag).
 typedef bool (*TaskFunction)(void* context, std::int64_t index);

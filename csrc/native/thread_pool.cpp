@@ -102,7 +102,9 @@ public:
         job.task = task;
         job.context = context;
         job.count = count;
-        job.blocks = static_cast<int>(std::min<std::int64_t>(helpers_ + 1, count));
+        // the caller and at most limit - 1 helpers: a helper whose slot is past the blocks skips the job
+        const int limit = std::min(helpers_ + 1, std::max(1, thread_limit()));
+        job.blocks = static_cast<int>(std::min<std::int64_t>(limit, count));
         job.block = blocks_;
         for (int b = 0; b < job.blocks; ++b) {
             blocks_[b].next.store(count * b / job.blocks, std::memory_order_relaxed);
@@ -194,7 +196,9 @@ private:
             }
             seen = generation_.load();
             attached_.fetch_add(1);
-            if (Job* job = current_.load()) work_on(*job, slot);
+            if (Job* job = current_.load()) {
+                if (slot < job->blocks) work_on(*job, slot);
+            }
             attached_.fetch_sub(1);
         }
     }
@@ -211,6 +215,9 @@ private:
     std::condition_variable finished_;  // the caller: the last task is done
     const int helpers_;
 };
+
+// set_thread_limit's value; 0 means worker_threads() (the pool's size).
+std::atomic<int> g_thread_limit{0};
 
 // Created on the first parallel pass and never destroyed: its detached helpers
 // sleep until the process exits (a static destructor would race with them).
@@ -230,9 +237,16 @@ int worker_threads() {
     return threads;
 }
 
+int thread_limit() {
+    const int n = g_thread_limit.load(std::memory_order_relaxed);
+    return n > 0 ? std::min(n, worker_threads()) : worker_threads();
+}
+
+void set_thread_limit(int threads) { g_thread_limit.store(std::max(0, threads), std::memory_order_relaxed); }
+
 bool run_tasks(std::int64_t count, TaskFunction task, void* context, bool parallel) {
     if (count <= 0) return false;
-    if (!parallel || count == 1 || worker_threads() < 2 || in_forked_child()) {
+    if (!parallel || count == 1 || thread_limit() < 2 || in_forked_child()) {
         return Pool::serial(count, task, context);
     }
     return pool().run(count, task, context);

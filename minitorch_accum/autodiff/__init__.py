@@ -7,6 +7,7 @@ from minitorch_accum.autodiff.functional import *  # noqa: F403
 from minitorch_accum.autodiff.grad_mode import enable_grad, is_grad_enabled, no_grad
 from minitorch_accum.autodiff.gradients import Gradients
 from minitorch_accum.autodiff.graph import apply
+from minitorch_accum.autodiff.graph_reuse import REUSE_OUTCOMES, GraphReuse, ReuseReport
 from minitorch_accum.autodiff.reductions import ValuesIndices
 from minitorch_accum.autodiff.sampling import *  # noqa: F403
 from minitorch_accum.autodiff.saved_versions import InPlaceModificationError
@@ -19,8 +20,11 @@ __all__ = [
     "ElementCount",
     "Gradients",
     "GraphFreedError",
+    "GraphReuse",
     "InPlaceModificationError",
     "LeafSink",
+    "REUSE_OUTCOMES",
+    "ReuseReport",
     "Tensor",
     "ValuesIndices",
     "apply",

@@ -64,6 +64,10 @@ def reduce_to_shape(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:
     return reduced.reshape(shape)
 
 
+_FREED = ("backward: this graph was already freed by an earlier backward(); run the forward pass again, or "
+          "pass retain_graph=True to the first backward()")
+
+
 def _topological_order(root: Node) -> list[Node]:
     """Nodes that need gradients, each after every node that uses its output."""
     order: list[Node] = []
@@ -78,10 +82,7 @@ def _topological_order(root: Node) -> list[Node]:
             continue
         seen.add(id(node))
         if node.freed:
-            raise GraphFreedError(
-                "backward: this graph was already freed by an earlier backward(); run the forward "
-                "pass again, or pass retain_graph=True to the first backward()"
-            )
+            raise GraphFreedError(_FREED)
         if node.watched is not None:  # before any gradient is written: an in-place change is refused whole
             node.check_saved()
         stack.append((node, True))
@@ -169,15 +170,37 @@ def run_backward(
             route.add(root, grad)
         return None if sink is not None else Gradients(collector.entries)
 
-    pending: dict[int, Any] = {id(root.grad_fn): grad}
+    node = root.grad_fn
+    pending: dict[int, Any] = {id(node): grad}
     with np.errstate(all="ignore"):  # inf and nan are results (loss scaling relies on seeing them)
-        _walk(_topological_order(root.grad_fn), pending, route, retain_graph)
+        order, finishing = _order_of(root, node, route.leaf_done is not None)
+        _walk(order, finishing if route.leaf_done is not None else {}, pending, route, retain_graph)
     return None if sink is not None else Gradients(collector.entries)
 
 
-def _walk(order: list[Node], pending: dict[int, Any], route: LeafSink, retain_graph: bool) -> None:
-    """Process nodes in order, each releasing its saved activations as soon as it is done."""
-    finishing = _leaves_finished_by(order) if route.leaf_done is not None else {}
+def _order_of(root: TensorBase, node: Node, leaves_needed: bool) -> tuple[list[Node], dict[int, list[TensorBase]]]:
+    """The nodes to walk from ``node`` and the leaves each completes (for an eager graph only
+    when ``leaves_needed``): for a graph that graph reuse refilled, those it computed for the
+    same nodes the first time (the edges between them are the same objects), else now."""
+    owner = node.owner
+    if owner is None:
+        order = _topological_order(node)
+        return order, _leaves_finished_by(order) if leaves_needed else {}
+    if node.made != id(root):  # a tensor of an earlier forward: its graph was freed
+        raise GraphFreedError(_FREED)
+    plan = owner.plan(node)
+    if plan is not None and all(n.owner is owner and not n.freed for n in plan[0]):
+        return plan
+    order = _topological_order(node)
+    finishing = _leaves_finished_by(order)
+    owner.keep_plan(node, order, finishing)
+    return order, finishing
+
+
+def _walk(order: list[Node], finishing: dict[int, list[TensorBase]], pending: dict[int, Any], route: LeafSink,
+          retain_graph: bool) -> None:
+    """Process nodes in order, each releasing its saved activations as soon as it is done;
+    after the node at index i, the leaves ``finishing[i]`` are complete."""
     for index, node in enumerate(order):
         out_grad = pending.pop(id(node), None)
         if out_grad is not None:  # None: nothing flowed here (an output that was not used)

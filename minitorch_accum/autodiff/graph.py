@@ -13,17 +13,23 @@ importing the module that assembles Tensor: ``wrap`` is how each makes one.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 
 from minitorch_accum import ops
-from minitorch_accum.autodiff.grad_mode import is_grad_enabled
+from minitorch_accum.autodiff.grad_mode import float_errors_silenced, is_grad_enabled
 from minitorch_accum.autodiff.saved_versions import fingerprint, modified_error, same_fingerprint
 from minitorch_accum.backend import Backend, backend_of_array, is_float_dtype
 from minitorch_accum.ops.function import Context, Function
 
-__all__ = ["Edge", "Node", "TensorBase", "apply", "transfer"]
+__all__ = ["REFILLED_NODE", "REUSE_PASS", "Edge", "Node", "TensorBase", "apply", "forward_arrays", "transfer"]
+
+#: The graph-reuse pass open in this context (``GraphReuse.forward()``, graph_reuse.py), or None.
+#: While one is open, every op that records a node goes through its ``apply(fn, inputs, params,
+#: needs)``, which replays the recorded node or runs the op as below and records it.
+REUSE_PASS: ContextVar[Any] = ContextVar("minitorch_accum_reuse_pass", default=None)
 
 
 class TensorBase:
@@ -105,28 +111,47 @@ class Edge:
     __slots__ = ("backend", "dtype", "leaf", "node", "requires_grad", "shape")
 
     def __init__(self, tensor: TensorBase) -> None:
-        self.node: Node | None = tensor.grad_fn if tensor.requires_grad else None
-        self.leaf: TensorBase | None = tensor if tensor.requires_grad and tensor.grad_fn is None else None
-        self.requires_grad = tensor.requires_grad
-        self.shape = tensor.shape
-        self.dtype = tensor.dtype
-        self.backend = tensor.backend
+        # the slots themselves, not the properties: an Edge is made for every input of every op
+        requires = tensor.requires_grad
+        node = tensor._node
+        if node is not None and node.owner is not None and node.made != id(tensor):
+            # a tensor of an earlier forward whose node graph reuse has refilled since: its own
+            # graph was freed by its backward, which is what backward through it must say
+            node = REFILLED_NODE
+        data = tensor.data
+        self.node: Node | None = node if requires else None
+        self.leaf: TensorBase | None = tensor if requires and node is None else None
+        self.requires_grad = requires
+        self.shape = tuple(data.shape)
+        self.dtype = data.dtype
+        self.backend = tensor._backend
 
 
 class Node:
-    """How a tensor was made: the op, what it saved, and an edge per input."""
+    """How a tensor was made: the op, what it saved, and an edge per input.
 
-    __slots__ = ("ctx", "fn", "freed", "inputs", "watched")
+    ``owner`` is None for a node of an eager forward; a node that graph reuse records is owned
+    by the pass that last filled it (graph_reuse.py), which counts its nodes still unfreed, and
+    ``made`` is then the id of the tensor that pass made with it (a tensor of an earlier pass
+    holding the same node is one whose graph is gone)."""
+
+    __slots__ = ("ctx", "fn", "freed", "inputs", "made", "owner", "watched")
 
     def __init__(self, fn: type[Function], ctx: Context, inputs: tuple[TensorBase, ...]) -> None:
         self.fn = fn
         self.ctx = ctx
-        self.inputs = tuple(Edge(t) for t in inputs)
+        self.inputs = tuple([Edge(t) for t in inputs])
         self.freed = False
+        self.owner: Any = None
+        self.watch_saved(inputs)
+
+    def watch_saved(self, inputs: tuple[TensorBase, ...]) -> None:
+        """Note, for the version check, each input whose array the forward saved (graph reuse
+        calls it again when it refills the node)."""
         #: (index, input, the tensor whose writes it counts, its version, the saved array, its
         #: fingerprint) of each input whose array the forward saved; None when it saved none
         self.watched: list[tuple[Any, ...]] | None = None
-        saved = ctx.saved
+        saved = self.ctx.saved
         if saved:
             for index, tensor in enumerate(inputs):
                 data = tensor.data
@@ -155,23 +180,57 @@ class Node:
         self.ctx.release()
         self.inputs = ()
         self.watched = None
-        self.freed = True
+        if not self.freed:
+            self.freed = True
+            if self.owner is not None:
+                self.owner.node_freed()
+
+
+def _refilled_node() -> Node:
+    node = Node.__new__(Node)
+    node.fn, node.ctx, node.inputs, node.freed, node.owner, node.made = None, None, (), True, None, 0
+    node.watched = None
+    return node
+
+
+#: what an edge from a tensor of an earlier forward points to once graph reuse refilled its node:
+#: a node that is freed, as that tensor's own node was
+REFILLED_NODE = _refilled_node()
+
+
+def forward_arrays(fn: type[Function], ctx: Context, inputs: tuple[TensorBase, ...], params: dict[str, Any]) -> Any:
+    """``fn.forward`` on the inputs' arrays, floating-point warnings silenced (inf and nan are
+    results), on the inputs' device, in the first input's dtype."""
+    first = inputs[0]
+    backend = first._backend
+    arrays = [t.data for t in inputs]
+    if backend.has_device_scope or not float_errors_silenced():
+        with backend.device_scope(), np.errstate(all="ignore"):
+            out = fn.forward(ctx, *arrays, **params)
+    else:  # inside a Module's call or a replayed forward: its errstate is in force
+        out = fn.forward(ctx, *arrays, **params)
+    dtype = first.data.dtype
+    if out.dtype != dtype and fn is not ops.Cast and is_float_dtype(dtype):
+        out = out.astype(dtype)  # some 16-bit NumPy loops (ml_dtypes matmul) return float32
+    return out
 
 
 def apply(fn: type[Function], *inputs: TensorBase, **params: Any) -> Any:
     """Run an op's forward on the inputs' arrays and record a graph node if needed."""
-    first = inputs[0]
-    backend = first.backend
-    needs = tuple(t.requires_grad for t in inputs)
-    record = is_grad_enabled() and any(needs)
-    ctx = Context(backend, needs)
-    with backend.device_scope(), np.errstate(all="ignore"):
-        out = fn.forward(ctx, *[t.data for t in inputs], **params)
-    dtype = first.dtype
-    if out.dtype != dtype and fn is not ops.Cast and is_float_dtype(dtype):
-        out = out.astype(dtype)  # some 16-bit NumPy loops (ml_dtypes matmul) return float32
-    result = first.wrap(out, Node(fn, ctx, inputs) if record else None)
-    owner = getattr(out, "base", None)
+    needs = tuple([t.requires_grad for t in inputs])
+    record = True in needs and is_grad_enabled()
+    if record:
+        reuse = REUSE_PASS.get()
+        if reuse is not None:
+            return _viewing(reuse.apply(fn, inputs, params, needs), inputs)
+    ctx = Context(inputs[0]._backend, needs)
+    out = forward_arrays(fn, ctx, inputs, params)
+    return _viewing(inputs[0].wrap(out, Node(fn, ctx, inputs) if record else None), inputs)
+
+
+def _viewing(result: Any, inputs: tuple[TensorBase, ...]) -> Any:
+    """``result``, counting the writes of the input it views when an op returned a view."""
+    owner = getattr(result.data, "base", None)
     if owner is not None:  # a view (w.mT, a reshape): it counts the writes of the tensor it views
         for t in inputs:
             if t.data is owner or t.data.base is owner:

@@ -36,6 +36,9 @@ _NO_GRAD_ATTRIBUTE = (
 )
 
 
+_new_tensor = object.__new__
+
+
 class ElementCount(int):
     """``x.size``: the number of elements, an int as in Burn and NumPy.
 
@@ -81,8 +84,16 @@ class Tensor(TensorBase, MovementMixin, ReductionMixin, ConversionMixin):
 
     def wrap(self, data: Any, node: Node | None = None, backend: Backend | None = None) -> Tensor:
         """A Tensor holding ``data``, recording ``node`` (see ``TensorBase.wrap``)."""
-        return Tensor(data, requires_grad=node is not None, _node=node,
-                      _backend=self.backend if backend is None else backend)
+        # every op result is made here: the slots are set directly (a keyword call of __init__
+        # costs as much again), with __init__'s one check
+        if node is not None and not is_float_dtype(data.dtype):
+            raise TypeError(f"only float tensors can require grad; this one is {data.dtype.name}")
+        out = _new_tensor(Tensor)
+        out._backend = self._backend if backend is None else backend
+        out.data = data
+        out._node = node
+        out.requires_grad = node is not None
+        return out
 
     # ------------------------------------------------------------------ facts
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from minitorch_accum.backend.allocator import MALLOC_ENV, retain_freed_memory, retained_memory
 from minitorch_accum.backend.base import Backend
 from minitorch_accum.backend.cupy_backend import cuda_available
 from minitorch_accum.backend.device import Device, DeviceLike, parse_device
@@ -34,20 +35,34 @@ from minitorch_accum.backend.random import (
     manual_seed,
     set_rng_state,
 )
+from minitorch_accum.backend.threads import (
+    THREADS_ENV,
+    ThreadSettings,
+    available_cpus,
+    default_threads,
+    set_threads,
+    thread_settings,
+    thread_summary,
+)
 
 __all__ = [
     "FLOAT_DTYPES",
+    "MALLOC_ENV",
     "TENSOR_DTYPES",
+    "THREADS_ENV",
     "Backend",
     "Device",
     "DeviceLike",
     "NumpyBackend",
+    "ThreadSettings",
+    "available_cpus",
     "backend_for",
     "backend_of_array",
     "bfloat16",
     "bool_",
     "cuda_available",
     "default_generator",
+    "default_threads",
     "float16",
     "float32",
     "float64",
@@ -63,8 +78,13 @@ __all__ = [
     "parse_device",
     "resolve_dtype",
     "resolve_tensor_dtype",
+    "retain_freed_memory",
+    "retained_memory",
     "set_default_dtype",
     "set_rng_state",
+    "set_threads",
+    "thread_settings",
+    "thread_summary",
     "uint8",
 ]
 

@@ -29,6 +29,15 @@ class Backend(ABC):
 
     device: Device
     xp: Any  # numpy or cupy
+    #: whether ``device_scope()`` does anything (CuPy: make the device current); when it does
+    #: not, an op inside a forward whose errstate is already entered calls no context at all.
+    #: A subclass that overrides ``device_scope`` has one unless it says otherwise.
+    has_device_scope: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "has_device_scope" not in cls.__dict__ and "device_scope" in cls.__dict__:
+            cls.has_device_scope = True
 
     @property
     def name(self) -> str:

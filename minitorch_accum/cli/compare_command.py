@@ -21,13 +21,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from minitorch_accum.backend import thread_settings
 from minitorch_accum.cli.compare_plot import write_compare_plot
 from minitorch_accum.cli.train_command import run_training
 from minitorch_accum.data import DEFAULT_BLOCK_SIZE
 from minitorch_accum.train.progress import activation_memory, format_bytes
 from minitorch_accum.train.settings import commanded
 
-__all__ = ["MEMORY_TOLERANCE", "compare_command", "compare_runs", "memory_statistic", "write_compare_plot"]
+__all__ = ["MEMORY_TOLERANCE", "WALL_TIME_TARGET", "compare_command", "compare_runs", "memory_statistic",
+           "wall_time_ratio", "write_compare_plot"]
 
 #: the accumulated run's activation arrays should be within this share of 1/k of the big batch's
 MEMORY_TOLERANCE = 0.10
@@ -80,10 +82,10 @@ def compare_runs(values: Mapping[str, Any], out: Path) -> list[dict[str, Any]]:
     for kind, micro, accum in runs:
         slug = f"b{micro}_k{accum}"
         print(f"--- {kind}: micro-batch {micro}, k={accum}")
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         history = run_training({**values, "out": out / slug, "micro_batch": micro, "grads_accumulation": accum,
                                 "overwrite": True})  # compare re-runs
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
         items, curve = 0, []
         for record in history.steps:
             items += record["items"]
@@ -97,7 +99,7 @@ def compare_runs(values: Mapping[str, Any], out: Path) -> list[dict[str, Any]]:
             "final_loss": history.final_loss, "valid_loss": last_valid.get("loss"),
             "valid_accuracy": last_valid.get("accuracy"),
             **memory_statistic(history.steps),
-            "seconds": seconds, "curve": curve,
+            "seconds": seconds, "cpu_seconds": cpu_seconds, "curve": curve,
         })
     return results
 
@@ -152,10 +154,28 @@ def _partial_window_note(run: dict[str, Any]) -> str | None:
             f"and {items:,} items, show {figure}: {why})")
 
 
+#: the overhead accumulation may cost in wall time: k x b within this factor of one batch of k*b
+WALL_TIME_TARGET = 1.15
+
+
+def wall_time_ratio(results: list[dict[str, Any]]) -> float | None:
+    """Wall time of the accumulated run over that of one big batch (None when that one took no time)."""
+    acc, big = results[0], results[1]
+    return acc["seconds"] / big["seconds"] if big["seconds"] > 0 else None
+
+
 def summary(results: list[dict[str, Any]], k: int, dtype: str = "float32") -> list[str]:
-    """The printed verdict: the memory ratio against 1/k, and whether the curves agree."""
+    """The printed verdict: the wall-time ratio, the memory ratio against 1/k, and whether the curves agree."""
     acc, big = results[0], results[1]
     lines = []
+    wall = wall_time_ratio(results)
+    if wall is not None:
+        cpu = (f"; CPU time {acc['cpu_seconds']:.1f} s against {big['cpu_seconds']:.1f} s, "
+               f"{acc['cpu_seconds'] / big['cpu_seconds']:.2f}x" if big.get("cpu_seconds") else "")
+        lines.append(f"wall time: {acc['name']} took {acc['seconds']:.1f} s, {big['name']} {big['seconds']:.1f} s: "
+                     f"{wall:.2f}x ({'within' if wall <= WALL_TIME_TARGET else 'NOT within'} the "
+                     f"{WALL_TIME_TARGET:.2f}x of a small overhead; each run's whole wall time, threads: "
+                     f"{thread_settings().requested or 'as the libraries chose'}{cpu})")
     ratio = _ratio(results)
     if ratio is None:
         lines.append("activation arrays could not be told apart from Python objects here (this NumPy has no "
@@ -209,6 +229,7 @@ def compare_command(values: Mapping[str, Any]) -> int:
     settings = {name: values[name] for name in COMPARED_SETTINGS}
     (out / "compare.json").write_text(json.dumps({
         "settings": settings, "definitions": DEFINITIONS, "memory_ratio": _ratio(results),
+        "wall_time_ratio": wall_time_ratio(results), "threads": thread_settings().summary(),
         "memory_tolerance": MEMORY_TOLERANCE, "runs": results}, indent=1) + "\n", encoding="utf-8")
     acc = results[0]
     block = values["block_size"]

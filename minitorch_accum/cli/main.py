@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_generate_options(_command(sub, "generate", _HELP["generate"]))
 
     bench = _command(sub, "bench", "kernel and end-to-end benchmarks (programs of a checkout's benchmarks/)")
-    bench.add_argument("which", choices=("kernels", "end-to-end", "all-reduce"), help="which benchmark")
+    bench.add_argument("which", choices=("kernels", "end-to-end", "end-to-end-versus", "all-reduce"),
+                       help="which benchmark")
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
 
     kernels = _command(sub, "kernels", "list the kernels, compile them through NVRTC, show resources")
@@ -86,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in TRAINING_COMMANDS:
             values = read_options(args, args.command)
+            from minitorch_accum.backend import retain_freed_memory, set_threads
+
+            set_threads(values.get("threads"))  # every CPU pool, before the first matmul
+            retain_freed_memory()  # each micro-batch reuses the last one's memory, without page faults
             if args.command == "train":
                 from minitorch_accum.cli.train_command import train_command
 

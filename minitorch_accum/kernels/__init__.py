@@ -60,6 +60,7 @@ from minitorch_accum.kernels.optimizer_steps import (
     multi_sgd_momentum_step,
     sgd_momentum_step,
 )
+from minitorch_accum.kernels.threads import native_threads, set_native_threads
 
 __all__ = [
     "CATALOG",
@@ -92,7 +93,9 @@ __all__ = [
     "multi_l2_norm",
     "multi_sgd_momentum_step",
     "native_available",
+    "native_threads",
     "new_flag",
+    "set_native_threads",
     "sgd_momentum_step",
     "use_path",
 ]

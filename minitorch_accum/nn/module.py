@@ -18,6 +18,7 @@ import numpy as np
 
 from minitorch_accum.autodiff import Tensor
 from minitorch_accum.autodiff.conversion import device_and_dtype
+from minitorch_accum.autodiff.grad_mode import float_errors_silenced, silence_float_errors
 from minitorch_accum.backend import (
     Backend,
     backend_for,
@@ -136,7 +137,11 @@ class Buffer(Tensor):
 
 class Module:
     """Base class of layers and models. Subclasses assign Params and Modules as attributes
-    in ``__init__`` and implement ``forward``."""
+    in ``__init__`` and implement ``forward``.
+
+    Calling a module runs ``forward`` with NumPy's floating-point warnings off, as every op
+    runs (inf and nan are results): the outermost call enters ``np.errstate`` once for the
+    whole forward instead of each op entering it (``autodiff.grad_mode.silence_float_errors``)."""
 
     training: bool = True
 
@@ -158,7 +163,12 @@ class Module:
                         f"{type(self).__name__}({self.extra_repr()}): input of dtype {given.name} into parameters "
                         f"of dtype {own.name}; cast the input (x.to(mta.{own.name})) or the model "
                         f"(model.to(mta.{given.name}))")
-        return self.forward(*args, **kwargs)
+        if float_errors_silenced():
+            return self.forward(*args, **kwargs)
+        # the outermost module's call silences NumPy's floating-point warnings once for the
+        # whole forward (inf and nan are results), so that its ops need not each
+        with silence_float_errors():
+            return self.forward(*args, **kwargs)
 
     def _own_float_dtype(self) -> np.dtype | None:
         """The dtype of this module's own Params (not its sub-modules'), which a float input must

@@ -230,6 +230,9 @@ SETTINGS: tuple[Setting, ...] = (
             flag="--resume", commands=("train",)),
     Setting("overwrite", Flag(), False, "start afresh in an --out that already holds a run (its files are replaced)",
             target="command", resume=True, flag="--overwrite", commands=("train",)),
+    Setting("threads", _MAYBE_POSITIVE, None, "threads of NumPy's and SciPy's BLAS, the native kernels and any "
+            "OpenMP pool (default: MTA_THREADS, else the CPUs less the load average, at least 1)",
+            target="command", resume=True, flag="--threads", commands=_ALL),
 )
 
 _BY_NAME = {row.name: row for row in SETTINGS}
