@@ -176,6 +176,9 @@ class Learner:
         param_bytes = sum(int(p.data.nbytes) for p in params)
         # the optimizer's state is float32 (master copies of 16-bit parameters are too)
         state_bytes = self.optimizer.state_slots() * sum(p.size * 4 for p in params)
+        # one micro-batch first, not measured: a first call makes objects once (caches, the
+        # arena's first write), which would read as activations and make the plan depend on it
+        measure(1)
         plan = plan_micro_batch(config.memory_budget, effective, param_bytes + acc.store.nbytes + state_bytes,
                                 measure)
         self.history.memory_plan = plan
