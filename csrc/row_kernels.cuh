@@ -9,15 +9,17 @@
 
 #define MTA_ROWS_PER_BLOCK 8
 
-// The sum of v over the 32 lanes of this thread's row; every thread of the block calls it.
-__device__ __forceinline__ double mta_row_lanes_sum(double v) {
+// ``combine`` of v over the 32 lanes of this thread's row, as a tree; every thread of the block
+// calls it (a shared array per instantiation).
+template <class Combine>
+__device__ __forceinline__ double mta_row_lanes_reduce(double v, Combine combine) {
     __shared__ double lanes[MTA_ROWS_PER_BLOCK][MTA_ROW_LANES];
     const unsigned lane = threadIdx.x;
     const unsigned slot = threadIdx.y;
     lanes[slot][lane] = v;
     __syncthreads();
     for (unsigned w = MTA_ROW_LANES / 2; w > 0; w >>= 1) {
-        if (lane < w) lanes[slot][lane] = mta_add(lanes[slot][lane], lanes[slot][lane + w]);
+        if (lane < w) lanes[slot][lane] = combine(lanes[slot][lane], lanes[slot][lane + w]);
         __syncthreads();
     }
     const double r = lanes[slot][0];
@@ -25,21 +27,19 @@ __device__ __forceinline__ double mta_row_lanes_sum(double v) {
     return r;
 }
 
+struct MtaLanesAdd {
+    __device__ __forceinline__ double operator()(double a, double b) const { return mta_add(a, b); }
+};
+
+struct MtaLanesMax {
+    __device__ __forceinline__ double operator()(double a, double b) const { return mta_running_max(a, b); }
+};
+
+// The sum of v over the 32 lanes of this thread's row.
+__device__ __forceinline__ double mta_row_lanes_sum(double v) { return mta_row_lanes_reduce(v, MtaLanesAdd{}); }
+
 // The largest v over the 32 lanes of this thread's row (NaN skipped).
-__device__ __forceinline__ double mta_row_lanes_max(double v) {
-    __shared__ double lanes[MTA_ROWS_PER_BLOCK][MTA_ROW_LANES];
-    const unsigned lane = threadIdx.x;
-    const unsigned slot = threadIdx.y;
-    lanes[slot][lane] = v;
-    __syncthreads();
-    for (unsigned w = MTA_ROW_LANES / 2; w > 0; w >>= 1) {
-        if (lane < w) lanes[slot][lane] = mta_running_max(lanes[slot][lane], lanes[slot][lane + w]);
-        __syncthreads();
-    }
-    const double r = lanes[slot][0];
-    __syncthreads();
-    return r;
-}
+__device__ __forceinline__ double mta_row_lanes_max(double v) { return mta_row_lanes_reduce(v, MtaLanesMax{}); }
 
 // The first row of this block's slot in each round and the stride between rounds: every
 // thread of a block runs the same rounds (the barriers need it); a row past the end is idle.

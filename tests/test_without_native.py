@@ -7,18 +7,23 @@ import subprocess
 import sys
 import textwrap
 
+# the start of each script: the native module cannot be imported, as where no compiler built it
+WITHOUT_NATIVE = textwrap.dedent("""
+    import importlib.abc, sys
+
+    class NoCompiler(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "minitorch_accum._native":
+                raise ImportError("built without a C++ compiler")
+            return None
+
+    sys.meta_path.insert(0, NoCompiler())
+""")
+
 
 def test_package_runs_on_reference_kernels_with_one_warning() -> None:
-    script = textwrap.dedent("""
-        import importlib.abc, sys, warnings
-
-        class NoCompiler(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path=None, target=None):
-                if name == "minitorch_accum._native":
-                    raise ImportError("built without a C++ compiler")
-                return None
-
-        sys.meta_path.insert(0, NoCompiler())
+    script = WITHOUT_NATIVE + textwrap.dedent("""
+        import warnings
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             import numpy as np
@@ -45,16 +50,8 @@ def test_package_runs_on_reference_kernels_with_one_warning() -> None:
 def test_peak_memory_without_the_native_module_counts_arrays_and_never_starts_tracemalloc() -> None:
     # the ctypes fallback counts arrays only; Python objects come from tracemalloc when the user
     # traces already (its start and stop around each probe leaked), else they are not measured
-    script = textwrap.dedent("""
-        import importlib.abc, sys, tracemalloc
-
-        class NoCompiler(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path=None, target=None):
-                if name == "minitorch_accum._native":
-                    raise ImportError("built without a C++ compiler")
-                return None
-
-        sys.meta_path.insert(0, NoCompiler())
+    script = WITHOUT_NATIVE + textwrap.dedent("""
+        import tracemalloc
         import numpy as np
         from minitorch_accum.accum import PeakMemory
         from minitorch_accum.accum.array_tracker import array_tracker

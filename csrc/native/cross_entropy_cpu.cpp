@@ -70,31 +70,19 @@ MTA_ALWAYS_INLINE inline void backward_rows(const CrossEntropyJob& job, std::int
     }
 }
 
-template <class T>
-MTA_TARGET_AVX512 void forward_avx512(const CrossEntropyJob& job, std::int64_t begin, std::int64_t end) {
-    forward_rows<T>(job, begin, end);
-}
-template <class T>
-MTA_TARGET_AVX2 void forward_avx2(const CrossEntropyJob& job, std::int64_t begin, std::int64_t end) {
-    forward_rows<T>(job, begin, end);
-}
-template <class T>
-MTA_TARGET_AVX512 void backward_avx512(const CrossEntropyJob& job, std::int64_t begin, std::int64_t end) {
-    backward_rows<T>(job, begin, end);
-}
-template <class T>
-MTA_TARGET_AVX2 void backward_avx2(const CrossEntropyJob& job, std::int64_t begin, std::int64_t end) {
-    backward_rows<T>(job, begin, end);
-}
+MTA_SIMD_CLONES(forward_rows, (class T), (T), (const CrossEntropyJob& job, std::int64_t begin, std::int64_t end),
+                (job, begin, end))
+MTA_SIMD_CLONES(backward_rows, (class T), (T), (const CrossEntropyJob& job, std::int64_t begin, std::int64_t end),
+                (job, begin, end))
 
 template <class T>
 void rows_span(bool backward, const CrossEntropyJob& job, std::int64_t begin, std::int64_t end) {
 #if MTA_HAVE_SIMD_TARGETS
     switch (simd_level()) {
         case SimdLevel::avx512:
-            return backward ? backward_avx512<T>(job, begin, end) : forward_avx512<T>(job, begin, end);
+            return backward ? backward_rows_avx512<T>(job, begin, end) : forward_rows_avx512<T>(job, begin, end);
         case SimdLevel::avx2:
-            return backward ? backward_avx2<T>(job, begin, end) : forward_avx2<T>(job, begin, end);
+            return backward ? backward_rows_avx2<T>(job, begin, end) : forward_rows_avx2<T>(job, begin, end);
         default: break;
     }
 #endif

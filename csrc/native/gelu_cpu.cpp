@@ -28,22 +28,9 @@ MTA_ALWAYS_INLINE inline void gelu_backward_loop(const T* __restrict x, const T*
 }
 
 // The erf and exp polynomials are compute-bound: AVX-512 runs 8 doubles per operation.
-template <class T, bool TANH>
-MTA_TARGET_AVX512 void gelu_forward_avx512(const T* x, T* y, std::int64_t n) {
-    gelu_forward_loop<T, TANH>(x, y, n);
-}
-template <class T, bool TANH>
-MTA_TARGET_AVX2 void gelu_forward_avx2(const T* x, T* y, std::int64_t n) {
-    gelu_forward_loop<T, TANH>(x, y, n);
-}
-template <class T, bool TANH>
-MTA_TARGET_AVX512 void gelu_backward_avx512(const T* x, const T* g, T* y, std::int64_t n) {
-    gelu_backward_loop<T, TANH>(x, g, y, n);
-}
-template <class T, bool TANH>
-MTA_TARGET_AVX2 void gelu_backward_avx2(const T* x, const T* g, T* y, std::int64_t n) {
-    gelu_backward_loop<T, TANH>(x, g, y, n);
-}
+MTA_SIMD_CLONES(gelu_forward_loop, (class T, bool TANH), (T, TANH), (const T* x, T* y, std::int64_t n), (x, y, n))
+MTA_SIMD_CLONES(gelu_backward_loop, (class T, bool TANH), (T, TANH), (const T* x, const T* g, T* y, std::int64_t n),
+                (x, g, y, n))
 
 // g null: the forward.
 template <class T, bool TANH>
@@ -51,9 +38,9 @@ void gelu_span(const T* x, const T* g, T* y, std::int64_t n) {
 #if MTA_HAVE_SIMD_TARGETS
     switch (simd_level()) {
         case SimdLevel::avx512:
-            return g ? gelu_backward_avx512<T, TANH>(x, g, y, n) : gelu_forward_avx512<T, TANH>(x, y, n);
+            return g ? gelu_backward_loop_avx512<T, TANH>(x, g, y, n) : gelu_forward_loop_avx512<T, TANH>(x, y, n);
         case SimdLevel::avx2:
-            return g ? gelu_backward_avx2<T, TANH>(x, g, y, n) : gelu_forward_avx2<T, TANH>(x, y, n);
+            return g ? gelu_backward_loop_avx2<T, TANH>(x, g, y, n) : gelu_forward_loop_avx2<T, TANH>(x, y, n);
         default: break;
     }
 #endif

@@ -102,22 +102,9 @@ MTA_ALWAYS_INLINE inline void backward_chunk(const LayerNormJob& job, std::int64
     }
 }
 
-template <class T>
-MTA_TARGET_AVX512 void forward_rows_avx512(const LayerNormJob& job, std::int64_t begin, std::int64_t end) {
-    forward_rows<T>(job, begin, end);
-}
-template <class T>
-MTA_TARGET_AVX2 void forward_rows_avx2(const LayerNormJob& job, std::int64_t begin, std::int64_t end) {
-    forward_rows<T>(job, begin, end);
-}
-template <class T>
-MTA_TARGET_AVX512 void backward_chunk_avx512(const LayerNormJob& job, std::int64_t chunk) {
-    backward_chunk<T>(job, chunk);
-}
-template <class T>
-MTA_TARGET_AVX2 void backward_chunk_avx2(const LayerNormJob& job, std::int64_t chunk) {
-    backward_chunk<T>(job, chunk);
-}
+MTA_SIMD_CLONES(forward_rows, (class T), (T), (const LayerNormJob& job, std::int64_t begin, std::int64_t end),
+                (job, begin, end))
+MTA_SIMD_CLONES(backward_chunk, (class T), (T), (const LayerNormJob& job, std::int64_t chunk), (job, chunk))
 
 template <class T>
 void forward_span(const LayerNormJob& job, std::int64_t begin, std::int64_t end) {

@@ -23,6 +23,18 @@
 #define MTA_ALWAYS_INLINE
 #endif
 
+#define MTA_UNPAREN(...) __VA_ARGS__
+
+// The AVX-512 and AVX2 clones of the function template ``body``: ``body##_avx512`` and
+// ``body##_avx2`` take ``params`` and return ``body<targs> args``, the same body compiled for
+// those targets (it must inline into them: MTA_ALWAYS_INLINE or small). ``tparams``, ``targs``,
+// ``params`` and ``args`` are parenthesized lists.
+#define MTA_SIMD_CLONES(body, tparams, targs, params, args)                                         \
+    template <MTA_UNPAREN tparams>                                                                  \
+    MTA_TARGET_AVX512 void body##_avx512 params { body<MTA_UNPAREN targs> args; }                   \
+    template <MTA_UNPAREN tparams>                                                                  \
+    MTA_TARGET_AVX2 void body##_avx2 params { body<MTA_UNPAREN targs> args; }
+
 namespace minitorch_accum {
 
 enum class SimdLevel { baseline, avx2, avx512 };

@@ -17,13 +17,17 @@ def stable_log_softmax(xp: Any, x: Any, axis: int) -> Any:
     return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
 
 
+def _saved(ctx: Context, out: Any, axis: int) -> Any:
+    # both backward rules read the forward's output along its axis, not its input
+    ctx.save(out)
+    ctx.axis = axis
+    return out
+
+
 class Softmax(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, *, axis: int) -> Any:
-        out = ctx.xp.exp(stable_log_softmax(ctx.xp, x, axis))
-        ctx.save(out)
-        ctx.axis = axis
-        return out
+        return _saved(ctx, ctx.xp.exp(stable_log_softmax(ctx.xp, x, axis)), axis)
 
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any]:
@@ -35,10 +39,7 @@ class Softmax(Function):
 class LogSoftmax(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, *, axis: int) -> Any:
-        out = stable_log_softmax(ctx.xp, x, axis)
-        ctx.save(out)
-        ctx.axis = axis
-        return out
+        return _saved(ctx, stable_log_softmax(ctx.xp, x, axis), axis)
 
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any]:

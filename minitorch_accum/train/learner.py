@@ -35,7 +35,7 @@ from minitorch_accum.optim import Optimizer, clip_grad_norm
 from minitorch_accum.train.callbacks import Callback, check_callback
 from minitorch_accum.train.checkpoint import CheckpointError
 from minitorch_accum.train.history import History
-from minitorch_accum.train.memory_budget import plan_micro_batch
+from minitorch_accum.train.memory_budget import plan_learner_micro_batch
 from minitorch_accum.train.metrics import MetricsLog
 from minitorch_accum.train.progress import Progress, make_progress
 from minitorch_accum.train.resume import LearnerCheckpoints
@@ -156,36 +156,6 @@ class Learner:
     def _windows(self, loader: DataLoader, k: int, start: int = 0) -> list[WindowShare]:
         return rank_windows(len(loader), k, self.world_size, self.rank, start, self.config.drop_last_window)
 
-    def _plan_memory(self, loader: DataLoader) -> DataLoader:
-        config = self.config
-        effective = config.effective_batch or loader.batch_size * config.grads_accumulation
-        dataset = loader.dataset
-        # the trial micro-batches write into the learner's own arena: the window is empty
-        # before training, and zero() makes the next write copy over them
-        acc = self.accumulator
-
-        def measure(items: int) -> int:
-            batch = dataset.get_batch(np.arange(min(items, len(dataset))))
-            with PeakMemory(acc.device()) as peak:
-                out = self.step_model.train_step(batch)
-                acc.backward(out.loss, out.num_items)
-            acc.zero()
-            return peak.peak_bytes
-
-        params = self.step_model.parameters()
-        param_bytes = sum(int(p.data.nbytes) for p in params)
-        # the optimizer's state is float32 (master copies of 16-bit parameters are too)
-        state_bytes = self.optimizer.state_slots() * sum(p.size * 4 for p in params)
-        # one micro-batch first, not measured: a first call makes objects once (caches, the
-        # arena's first write), which would read as activations and make the plan depend on it
-        measure(1)
-        plan = plan_micro_batch(config.memory_budget, effective, param_bytes + acc.store.nbytes + state_bytes,
-                                measure)
-        self.history.memory_plan = plan
-        config.grads_accumulation = plan.steps
-        config.effective_batch = None
-        return loader.with_batch_size(plan.micro_batch)
-
     # ------------------------------------------------------------------ fit
     def fit(self, train_loader: DataLoader, valid_loader: DataLoader | None = None, resume: bool = False,
             overwrite: bool = False) -> tuple[Module, History]:
@@ -220,7 +190,7 @@ class Learner:
         config = self.config
         self.log = log = MetricsLog(self.directory / "metrics.jsonl") if self.is_main else None
         if config.memory_budget is not None:
-            train_loader = self._plan_memory(train_loader)
+            train_loader = plan_learner_micro_batch(self, train_loader)
         progress = make_progress(config.progress if self.is_main else "none", metrics=config.metrics)
         self.checkpoints.settings = self.checkpoints.record(train_loader)
         if self.world_size > 1:  # before the first collective that ranks of different runs would not match

@@ -68,23 +68,23 @@ def torch_window(case: Case, reference) -> list[np.ndarray]:
     return torch_grads(reference)
 
 
-@given(cases(dtypes=("float64",), reductions=("items",)))
-def test_window_grad_matches_pytorch_accumulation(case: Case) -> None:
+def _assert_window_matches_torch(case: Case) -> None:
     model, acc = run_window(case)
     ours = [np.asarray(acc.grads()[p]) for p in model.parameters()]
     theirs = torch_window(case, to_torch(case.model.build("float64")))
     for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-10)
+
+
+@given(cases(dtypes=("float64",), reductions=("items",)))
+def test_window_grad_matches_pytorch_accumulation(case: Case) -> None:
+    _assert_window_matches_torch(case)
 
 
 @given(cases(dtypes=("float64",), reductions=("mean",), kinds=("mlp",)))
 def test_mean_of_means_matches_pytorch_mean_of_means(case: Case) -> None:
     """Both libraries compute the same (biased, for uneven sizes) mean of micro-batch means."""
-    model, acc = run_window(case)
-    ours = [np.asarray(acc.grads()[p]) for p in model.parameters()]
-    theirs = torch_window(case, to_torch(case.model.build("float64")))
-    for a, b in zip(ours, theirs, strict=True):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-10)
+    _assert_window_matches_torch(case)
 
 
 @given(spec=model_specs(kinds=("mlp",)), k=st.integers(1, 4), b=st.integers(1, 5), steps=st.integers(1, 3))

@@ -38,20 +38,20 @@ class MicroBatchDone(Message):
         self.step, self.micro, self.k, self.items, self.array_bytes = step, micro, k, items, array_bytes
 
 
-class StepDone(Message):
+class _Record(Message):
+    """A metrics line the Learner wrote, handed to the app."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        super().__init__()
+        self.record = record
+
+
+class StepDone(_Record):
     """An optimizer step and its metrics line (``train/metrics.py``)."""
 
-    def __init__(self, record: dict[str, Any]) -> None:
-        super().__init__()
-        self.record = record
 
-
-class ValidDone(Message):
+class ValidDone(_Record):
     """A validation: loss, accuracy, epoch and step."""
-
-    def __init__(self, record: dict[str, Any]) -> None:
-        super().__init__()
-        self.record = record
 
 
 class CheckpointSaved(Message):
