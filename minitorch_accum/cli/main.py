@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_generate_options(_command(sub, "generate", _HELP["generate"]))
 
     bench = _command(sub, "bench", "kernel and end-to-end benchmarks (programs of a checkout's benchmarks/)")
-    bench.add_argument("which", choices=("kernels", "end-to-end", "end-to-end-versus", "all-reduce"),
+    bench.add_argument("which", choices=("kernels", "end-to-end", "end-to-end-versus", "layer-ops", "all-reduce"),
                        help="which benchmark")
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
 
