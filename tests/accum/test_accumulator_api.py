@@ -9,7 +9,7 @@ import pytest
 
 import minitorch_accum as mta
 from minitorch_accum import nn, optim
-from minitorch_accum.accum import Accumulator, GradientsAccumulator
+from minitorch_accum.accum import Accumulator, DynamicLossScaler, GradientsAccumulator
 from minitorch_accum.nn import functional as F
 from tests.accum.helpers import data, max_difference, mlp, summed_loss, window_grads
 
@@ -286,3 +286,42 @@ def test_a_foreign_parameter_is_named_by_its_shape_with_what_became_of_the_windo
             f"(a loss from another model, or two models in one window); {after}") + "$"):
         acc.backward(F.cross_entropy(foreign(model(mta.tensor(x[:3]))), y[:3] % 2, reduction="sum"), num_items=3)
     assert acc.store.poisoned is False  # nothing of the micro-batch was written before the foreign layer was met
+
+
+def test_zero_on_an_empty_window_just_starts_the_next_one() -> None:
+    scaler = DynamicLossScaler(init_scale=4.0, growth_interval=1)
+    acc = Accumulator(mlp(), steps=2, loss_scaler=scaler)
+    acc.zero()
+    acc.zero()
+    assert acc.window_index == 2 and acc.micro_step == 0
+    assert scaler.scale == 4.0 and scaler.clean_windows == 0  # an empty window is no clean window
+    assert acc.skipped_windows == []
+
+
+def test_windows_are_numbered_and_a_skipped_one_is_named_by_its_number() -> None:
+    model = mlp()
+    x, y = data()
+    bad = x.copy()
+    bad[0, 0] = np.inf
+    scaler = DynamicLossScaler(init_scale=8.0)
+    acc = Accumulator(model, steps=1, loss_scaler=scaler)
+    for inputs in (x, x, bad, x):
+        acc.backward(summed_loss(model, inputs[:3], y[:3], "float64"), num_items=3)
+        acc.zero()
+    assert acc.window_index == 4
+    assert acc.skipped_windows == [2]
+    assert [(e.window, e.old_scale, e.new_scale) for e in scaler.events] == [(2, 8.0, 4.0)]
+
+
+@pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
+def test_scale_window_multiplies_the_window_gradient_by_its_factor(fusion: str) -> None:
+    model = mlp()
+    x, y = data()
+    acc = Accumulator(model, steps=1, reduction="sum", fusion=fusion, accum_dtype="float64")
+    acc.backward(summed_loss(model, x[:4], y[:4], "float64"), num_items=4)
+    acc.scale_window(2.0)
+    assert acc.window_scale() == 2.0
+    expected = summed_loss(model, x[:4], y[:4], "float64").backward()
+    got = acc.grads()
+    for p in model.parameters():
+        np.testing.assert_array_equal(got[p], 2.0 * np.asarray(expected[p]))
