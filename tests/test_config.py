@@ -6,8 +6,9 @@ import dataclasses
 import errno
 import os
 import re
+from fractions import Fraction
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 
@@ -60,7 +61,9 @@ def test_config_save_fsyncs_the_file_before_the_rename_and_the_directory_after(
     TrainingConfig(lr=3e-4).save(tmp_path / "run.json")
     [(_, written), (_, renamed), (_, directory)] = events
     assert [kind for kind, _ in events] == ["fsync", "replace", "fsync"]
+    # what a kill during the write leaves is hidden and says it is temporary
     assert Path(written).parent == tmp_path and Path(written).name.startswith(".run.json.")
+    assert Path(written).name.endswith(".tmp")
     assert renamed == f"{written} -> {tmp_path / 'run.json'}"
     assert directory == str(tmp_path)
     assert TrainingConfig.load(tmp_path / "run.json").lr == 3e-4
@@ -153,3 +156,123 @@ def test_unreadable_config_files_raise_config_error_naming_the_file(tmp_path: Pa
 def test_a_directory_as_config_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"cannot be read: Is a directory"):
         RunConfig.load(tmp_path)
+
+
+def test_a_saved_config_is_stable_text_one_field_per_line_in_name_order(tmp_path: Path) -> None:
+    # the same config always saves to the same bytes, and a hand edit or a diff sees one field per line
+    TrainingConfig(lr=0.5, accum=2).save(tmp_path / "run.json")
+    assert (tmp_path / "run.json").read_text(encoding="utf-8") == (
+        '{\n  "accum": 2,\n  "betas": [\n    0.9,\n    0.999\n  ],\n  "lr": 0.5,\n  "name": "run"\n}')
+
+
+def test_a_config_is_saved_into_directories_that_do_not_exist_yet(tmp_path: Path) -> None:
+    target = tmp_path / "runs" / "today" / "run.json"
+    TrainingConfig(accum=3).save(target)
+    assert TrainingConfig.load(target).accum == 3
+
+
+def test_from_dict_checks_a_mapping_as_load_checks_a_file() -> None:
+    assert RunConfig.from_dict({"lr": 2, "tags": ["a"]}) == RunConfig(lr=2.0, tags=["a"])
+    with pytest.raises(ConfigError, match=r"^RunConfig.accum must be an int, got str 'x'$"):
+        RunConfig.from_dict({"accum": "x"})
+
+
+def test_every_unknown_field_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r": RunConfig: unknown field\(s\) momentum, nesterov$"):
+        _load(tmp_path, '{"nesterov": true, "momentum": 0.9}')
+
+
+@config
+class Checked:
+    lr: float = 1e-3
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+
+
+def test_a_config_that_refuses_its_values_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=rf"^config file {re.escape(str(tmp_path))}/run\.json: Checked: "
+                                          r"lr must be positive, got -1\.0$"):
+        _load(tmp_path, '{"lr": -1}', Checked)
+
+
+@config
+class Unseen:
+    size: int = 1
+    later: Undefined = None  # type: ignore[name-defined]  # noqa: F821 (a hint this module cannot see)
+
+
+def test_fields_whose_hints_cannot_be_resolved_are_taken_as_written(tmp_path: Path) -> None:
+    assert _load(tmp_path, '{"size": "big", "later": [1]}', Unseen) == Unseen(size="big", later=[1])
+
+
+@config
+class Shapes:
+    anything: Any = None
+    thing: object = None
+    sizes: tuple[int, ...] = ()
+    pair: tuple = ()
+    bare_list: list = dataclasses.field(default_factory=list)
+    bare_dict: dict = dataclasses.field(default_factory=dict)
+    by_number: dict[int, int] = dataclasses.field(default_factory=dict)
+    where: Path = Path("out")
+    fraction: Fraction = Fraction(1)
+    either: int | str = 0
+    maybe_either: int | str | None = None
+    flag: bool = False
+    nothing: None = None
+
+
+def test_fields_of_every_kind_of_hint_load_with_their_types(tmp_path: Path) -> None:
+    loaded = _load(tmp_path, '{"anything": {"a": [1]}, "thing": [2], "sizes": [1, 2, 3], "pair": ["a", 1], '
+                             '"bare_list": [1, "b"], "bare_dict": {"k": [1]}, "where": "runs/a", "either": "x", '
+                             '"maybe_either": 3, "flag": true, "nothing": null}', Shapes)
+    assert loaded == Shapes(anything={"a": [1]}, thing=[2], sizes=(1, 2, 3), pair=("a", 1), bare_list=[1, "b"],
+                            bare_dict={"k": [1]}, where=Path("runs/a"), either="x", maybe_either=3, flag=True)
+    assert isinstance(loaded.where, Path)
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"sizes": [1, "x"]}', r"Shapes.sizes\[1\] must be an int, got str 'x'"),
+    ('{"sizes": [1, null]}', r"Shapes.sizes\[1\] must be an int, got null"),
+    ('{"bare_list": {}}', "Shapes.bare_list must be a list, got an object"),
+    ('{"bare_dict": [1]}', "Shapes.bare_dict must be an object, got a list"),
+    ('{"by_number": {"1": 2}}', "Shapes.by_number key '1' must be an int, got str '1'"),
+    ('{"where": 3}', "Shapes.where must be Path, got int 3"),
+    ('{"fraction": "1/2"}', "Shapes.fraction must be Fraction, got str '1/2'"),
+    ('{"either": [1]}', "Shapes.either must be an int or a string, got a list"),
+    ('{"maybe_either": 1.5}', "Shapes.maybe_either must be an int or a string or null, got float 1.5"),
+    ('{"flag": 1}', "Shapes.flag must be true or false, got int 1"),
+    ('{"nothing": 0}', "Shapes.nothing must be null, got int 0"),
+    ('{"flag": "' + "x" * 100 + '"}', "Shapes.flag must be true or false, got str '" + "x" * 59),  # 60 characters
+])
+def test_each_kind_of_hint_names_what_it_expected(tmp_path: Path, content: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^config file {re.escape(str(tmp_path))}/run\.json: {message}$"):
+        _load(tmp_path, content, Shapes)
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"lr": null}', "RunConfig.lr must be a number, got null"),
+    ('{"accum": true}', "RunConfig.accum must be an int, got bool True"),
+    ('{"tags": {}}', "RunConfig.tags must be a list, got an object"),
+    ('{"tags": [1]}', r"RunConfig.tags\[0\] must be a string, got int 1"),
+    ('{"schedule": [1]}', "RunConfig.schedule must be an object, got a list"),
+])
+def test_wrong_json_kinds_are_named_in_words(tmp_path: Path, content: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^config file {re.escape(str(tmp_path))}/run\.json: {message}$"):
+        _load(tmp_path, content)
+
+
+def test_a_config_file_may_nest_exactly_max_depth_levels(tmp_path: Path) -> None:
+    deepest = '{"anything": ' + "[" * 63 + "]" * 63 + "}"  # the object and 63 lists: 64 levels
+    assert _depth_of(_load(tmp_path, deepest, Shapes).anything) == 63
+    with pytest.raises(ConfigError, match="nests its JSON deeper than 64 levels"):
+        _load(tmp_path, '{"anything": ' + "[" * 64 + "]" * 64 + "}", Shapes)
+
+
+def _depth_of(value: Any) -> int:
+    depth = 0
+    while isinstance(value, list):
+        value, depth = (value[0] if value else None), depth + 1
+    return depth

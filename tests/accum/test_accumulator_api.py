@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
+import minitorch_accum as mta
 from minitorch_accum import nn, optim
-from minitorch_accum.accum import Accumulator, GradientsAccumulator
+from minitorch_accum.accum import Accumulator, DynamicLossScaler, GradientsAccumulator
+from minitorch_accum.nn import functional as F
 from tests.accum.helpers import data, max_difference, mlp, summed_loss, window_grads
 
 
@@ -192,3 +196,132 @@ def test_loss_without_any_model_parameter_is_an_error() -> None:
     with pytest.raises(ValueError, match="does not depend on any parameter"):
         acc.backward((free * free).sum(), num_items=2)
     assert acc.micro_step == 0
+
+
+def _closed_window() -> Accumulator:
+    model = mlp()
+    x, y = data()
+    acc = Accumulator(model, steps=2)
+    acc.backward(summed_loss(model, x[:2], y[:2], "float64"), num_items=2)
+    acc.grads()
+    return acc
+
+
+def _saved(fusion: str = "gemm") -> dict:
+    return Accumulator(mlp(), steps=2, fusion=fusion).state_dict()
+
+
+@pytest.mark.parametrize(("call", "error", "message"), [
+    (lambda: Accumulator(mlp(), steps=True), ValueError,
+     "steps (k, the micro-batches per window) must be a positive int, got True"),
+    (lambda: Accumulator(object(), steps=2), TypeError, "Accumulator: model must be a Module, got object"),
+    (lambda: Accumulator(mlp(), steps=2, fusion="magic"), ValueError,
+     "fusion must be one of leaf, gemm, none, got 'magic'"),
+    (lambda: Accumulator(mlp(), steps=2, fusion="none", compensated=True), ValueError,
+     "compensated accumulation needs an arena: use fusion='leaf' or 'gemm'"),
+    (lambda: Accumulator(mlp(), steps=2, fusion="none", reducer=object()), ValueError,
+     "data-parallel accumulation reduces the gradient arena: use fusion='leaf' or 'gemm'"),
+    (lambda: Accumulator(nn.Sequential(nn.Tanh()), steps=2), ValueError, "Accumulator: the model has no parameters"),
+    (lambda: Accumulator(mlp(), steps=2, trace=3), TypeError,
+     "trace must be a bool, an AccumulationTrace or a path, got int"),
+    (lambda: Accumulator(mlp(), steps=2).backward(np.ones(1), num_items=1), ValueError,
+     "backward: loss must be a one-element Tensor, got ndarray(1,)"),
+    (lambda: Accumulator(mlp(), steps=2).backward(mta.tensor(np.ones(3)), num_items=1), ValueError,
+     "backward: loss must be a one-element Tensor, got Tensor(3,)"),
+    (lambda: Accumulator(mlp(), steps=2).backward(mta.tensor([1.0]), num_items=True), ValueError,
+     "backward: num_items must be a non-negative int, got True"),
+    (lambda: Accumulator(mlp(), steps=2).backward(mta.tensor([1.0]), num_items=2.0), ValueError,
+     "backward: num_items must be a non-negative int, got 2.0"),
+    (lambda: Accumulator(mlp(), steps=2).backward(mta.tensor([1.0])), ValueError,
+     "backward: reduction='items' needs num_items= (how many items the summed loss covers); use "
+     "reduction='mean' for losses that are already means"),
+    (lambda: _closed_window().backward(mta.tensor([1.0]), num_items=1), RuntimeError,
+     "backward: this window was closed by grads()/an optimizer step; call acc.zero() first"),
+    (lambda: _closed_window().state_dict(), RuntimeError,
+     "state_dict: the window is closed; save before grads()/the step, or after zero()"),
+    (lambda: _closed_window().set_steps(3), RuntimeError,
+     "set_steps: the current window is not empty; change k after acc.zero()"),
+    (lambda: Accumulator(mlp(), steps=2, fusion="none").load_state_dict(_saved("gemm")), ValueError,
+     "accumulator state was saved with fusion='gemm', this one uses 'none'"),
+    (lambda: Accumulator(mlp(), steps=2).load_state_dict({"meta": {"fusion": "gemm"}, "arrays": {}}), ValueError,
+     "accumulator state is incomplete: it has no 'micro_step'"),
+], ids=["steps", "model", "fusion", "compensated-none", "reducer-none", "no-params", "trace", "loss-array",
+        "loss-shape", "num-items-bool", "num-items-float", "num-items-missing", "closed-backward", "closed-state",
+        "set-steps", "state-fusion", "state-incomplete"])
+def test_each_misuse_says_exactly_what_is_wrong(call, error: type, message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+@pytest.mark.parametrize(("call", "what"), [
+    (lambda acc, loss: acc.backward(loss, num_items=3), "backward"),
+    (lambda acc, loss: acc.grads(), "the optimizer step"),
+    (lambda acc, loss: acc.state_dict(), "state_dict"),
+], ids=["backward", "step", "state_dict"])
+def test_a_window_that_failed_halfway_names_the_call_refused(call, what: str) -> None:
+    model = mlp(seed=0)
+    x, y = data()
+    foreign = nn.Linear(5, 5, dtype="float64")
+    acc = Accumulator(model, steps=2)
+    with pytest.raises(ValueError, match=r"the window may hold part of this micro-batch: call acc\.zero"):
+        acc.backward(F.cross_entropy(model(foreign(mta.tensor(x[:3]))), y[:3], reduction="sum"), num_items=3)
+    assert acc.store.poisoned is True
+    with pytest.raises(RuntimeError, match=f"^{re.escape(what)}: a backward\\(\\) of this window failed halfway, so "
+                                           r"its gradients are not sums of whole micro-batches; call acc.zero\(\) "
+                                           r"to discard the window$"):
+        call(acc, summed_loss(model, x[:3], y[:3], "float64"))
+
+
+@pytest.mark.parametrize(("fusion", "after"), [
+    ("none", "the window is unchanged"),
+    ("gemm", "the window may hold part of this micro-batch: call acc.zero() to discard it"),
+])
+def test_a_foreign_parameter_is_named_by_its_shape_with_what_became_of_the_window(fusion: str, after: str) -> None:
+    model = mlp(seed=0)
+    x, y = data()
+    foreign = nn.Linear(3, 2, bias=False, dtype="float64")
+    acc = Accumulator(model, steps=2, fusion=fusion)
+    with pytest.raises(ValueError, match=re.escape(
+            "backward: the loss depends on a parameter of shape (3, 2) that is not part of this accumulator's model "
+            f"(a loss from another model, or two models in one window); {after}") + "$"):
+        acc.backward(F.cross_entropy(foreign(model(mta.tensor(x[:3]))), y[:3] % 2, reduction="sum"), num_items=3)
+    assert acc.store.poisoned is False  # nothing of the micro-batch was written before the foreign layer was met
+
+
+def test_zero_on_an_empty_window_just_starts_the_next_one() -> None:
+    scaler = DynamicLossScaler(init_scale=4.0, growth_interval=1)
+    acc = Accumulator(mlp(), steps=2, loss_scaler=scaler)
+    acc.zero()
+    acc.zero()
+    assert acc.window_index == 2 and acc.micro_step == 0
+    assert scaler.scale == 4.0 and scaler.clean_windows == 0  # an empty window is no clean window
+    assert acc.skipped_windows == []
+
+
+def test_windows_are_numbered_and_a_skipped_one_is_named_by_its_number() -> None:
+    model = mlp()
+    x, y = data()
+    bad = x.copy()
+    bad[0, 0] = np.inf
+    scaler = DynamicLossScaler(init_scale=8.0)
+    acc = Accumulator(model, steps=1, loss_scaler=scaler)
+    for inputs in (x, x, bad, x):
+        acc.backward(summed_loss(model, inputs[:3], y[:3], "float64"), num_items=3)
+        acc.zero()
+    assert acc.window_index == 4
+    assert acc.skipped_windows == [2]
+    assert [(e.window, e.old_scale, e.new_scale) for e in scaler.events] == [(2, 8.0, 4.0)]
+
+
+@pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
+def test_scale_window_multiplies_the_window_gradient_by_its_factor(fusion: str) -> None:
+    model = mlp()
+    x, y = data()
+    acc = Accumulator(model, steps=1, reduction="sum", fusion=fusion, accum_dtype="float64")
+    acc.backward(summed_loss(model, x[:4], y[:4], "float64"), num_items=4)
+    acc.scale_window(2.0)
+    assert acc.window_scale() == 2.0
+    expected = summed_loss(model, x[:4], y[:4], "float64").backward()
+    got = acc.grads()
+    for p in model.parameters():
+        np.testing.assert_array_equal(got[p], 2.0 * np.asarray(expected[p]))

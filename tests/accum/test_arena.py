@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -51,3 +53,38 @@ def test_arena_is_allocated_once_across_windows_and_epochs(fusion: str) -> None:
     assert GradArena.allocations == allocations
     assert acc.arena.buffer is buffer
     assert all(acc.arena.view(p) is views[name] for name, p in model.named_parameters())
+
+
+def test_a_twin_arena_has_the_same_layout_and_its_own_memory() -> None:
+    model = mlp("float32")
+    arena = GradArena(model.named_parameters(), "float64", shards=3)
+    twin = arena.like()
+    assert (twin.accum_dtype, twin.shards, twin.names) == (arena.accum_dtype, arena.shards, arena.names)
+    assert repr(twin) == repr(arena)
+    for param in model.parameters():
+        assert twin.span(param) == arena.span(param)
+        assert not np.shares_memory(twin.view(param), arena.view(param))
+
+
+def test_saved_buffers_are_copies_that_later_writes_leave_alone() -> None:
+    model = mlp("float32")
+    arena = GradArena(model.named_parameters())
+    arena.buffer[:] = 1.0
+    saved = arena.state_arrays()
+    arena.buffer[:] = 2.0
+    np.testing.assert_array_equal(saved["float32"], 1.0)
+    arena.load_state_arrays(saved)
+    np.testing.assert_array_equal(arena.buffer, 1.0)
+
+
+@pytest.mark.parametrize(("saved", "got"), [
+    (lambda n: {"float32": np.zeros(3, np.float32)}, lambda n: "float32[3]"),
+    (lambda n: {"float32": np.zeros(n, np.float64)}, lambda n: f"float64[{n}]"),
+    (lambda n: {"float64": np.zeros(n, np.float64)}, lambda n: "None"),
+], ids=["shape", "dtype", "missing"])
+def test_a_saved_buffer_that_does_not_fit_is_refused_by_name(saved, got) -> None:
+    arena = GradArena(mlp("float32").named_parameters())
+    n = arena.buffer.size
+    with pytest.raises(ValueError, match=rf"^GradArena: saved buffer for float32 does not fit: expected "
+                                         rf"float32\[{n}\], got {re.escape(got(n))}$"):
+        arena.load_state_arrays(saved(n))

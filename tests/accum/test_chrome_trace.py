@@ -40,6 +40,7 @@ def test_a_window_is_complete_events_in_microseconds_with_counters_and_names() -
     assert [e["name"] for e in complete(events, cat="micro_batch") if e["name"].startswith("micro-batch")] == [
         f"micro-batch {i}" for i in range(K)]
     step, = complete(events, "ProfilerStep#0")
+    assert step["args"] == {"window": 0, "micro_batches": K, "items": 8 * K, "k": K}
     close, = complete(events, "close")
     normalization, = complete(events, "normalization")
     assert inside(normalization, close) and inside(close, step)

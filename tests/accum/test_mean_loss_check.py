@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -85,3 +86,52 @@ def test_the_opt_in_gives_the_gradient_it_asked_for() -> None:
     reference.backward(_cross_entropy(model, "sum"), num_items=N)
     expected = {name: g / N for name, g in window_grads(reference, model).items()}
     assert max_difference(divided, expected) < 1e-15
+
+
+def _outputs() -> mta.Tensor:
+    x, _ = data(N)
+    return mlp()(mta.tensor(x, dtype="float64"))
+
+
+@pytest.mark.parametrize(("loss", "found"), [
+    (lambda: _outputs().sum(axis=1).mean(), ("mean over 6 elements of sum", 6.0)),
+    (lambda: _outputs().mean(), ("mean over 18 elements of add", 18.0)),
+    (lambda: _outputs().sum() / 6.0, ("a sum of add divided by 6", 6.0)),
+    (lambda: _outputs().sum() / mta.tensor(4.0, dtype="float64"), ("a sum of add divided by 4", 4.0)),
+    (lambda: mta.tensor(np.ones(3), dtype="float64", requires_grad=True).sum() / 3.0, ("a sum divided by 3", 3.0)),
+    (lambda: _outputs().sum(), None),
+    (lambda: _outputs().sum() * (1 / 6), None),  # a mean written as a product is not recognized
+    (lambda: (_outputs() / 6.0).sum(), None),  # a division before the sum is no mean of the loss
+    (lambda: _outputs().sum() / mta.tensor(6.0, dtype="float64", requires_grad=True), None),  # a learned divisor
+    (lambda: mta.tensor(2.0, dtype="float64", requires_grad=True) / 3.0, None),  # a division of no sum
+    (lambda: mta.tensor(3.0, dtype="float64"), None),  # no graph at all
+], ids=["mean-of-sums", "mean", "sum-over-n", "sum-over-tensor", "sum-of-leaf", "sum", "product", "divided-first",
+        "learned-divisor", "leaf-divided", "constant"])
+def test_what_counts_as_a_mean_and_the_count_it_divides_by(loss, found) -> None:
+    from minitorch_accum.accum.loss_check import mean_loss_divisor
+
+    assert mean_loss_divisor(loss()) == found
+
+
+def test_a_loss_whose_graph_is_gone_is_not_judged() -> None:
+    from minitorch_accum.accum.loss_check import mean_loss_divisor
+
+    loss = _outputs().mean()
+    loss.backward()
+    assert mean_loss_divisor(loss) is None
+
+
+@pytest.mark.parametrize(("loss", "what", "times"), [
+    (lambda: _outputs().sum() / 6.0, "a sum of add divided by 6", "6"),
+    (lambda: _outputs().mean(), "mean over 18 elements of add", "18"),
+], ids=["sum-over-n", "mean"])
+def test_the_refusal_says_everything_it_knows(loss, what: str, times: str) -> None:
+    message = (f"backward: the loss is already a mean (its last op is {what}), and this window's reduction is "
+               f"'items' with num_items=6: the window divides the summed gradient by its items itself, so the "
+               f"gradient would come out {times} times too small. Give the micro-batch's summed loss "
+               "(F.cross_entropy(..., reduction='sum'), F.mse_loss(..., reduction='sum')), or make the window "
+               "Accumulator(reduction='mean') for mean losses; pass allow_mean_loss=True if the division is on "
+               "purpose")
+    acc = Accumulator(mlp(), steps=1)
+    with pytest.raises(MeanLossError, match=f"^{re.escape(message)}$"):
+        acc.backward(loss(), num_items=N)

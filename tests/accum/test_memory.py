@@ -261,3 +261,28 @@ def test_a_micro_batch_has_the_same_activation_arrays_on_every_kernel_path(fusio
     # few temporaries of the logits' size (16 x 10 float64 = 1,280 bytes) alive at the peak
     excess = [r - n for r, n in zip(peaks["reference"], peaks.get("native", peaks["emulated"]), strict=True)]
     assert all(0 <= e <= 16 * 10 * 8 for e in excess), peaks
+
+
+def test_the_memory_report_counts_optimizer_state_and_the_last_micro_batch() -> None:
+    rng = np.random.default_rng(0)
+    model = nn.Sequential(nn.Linear(16, 32, rng=rng), nn.ReLU(), nn.Linear(32, 4, rng=rng))
+    x = rng.normal(size=(60, 16)).astype(np.float32)
+    y = rng.integers(0, 4, size=60)
+    acc = Accumulator(model, steps=4)
+    opt = optim.SGD(0.1, momentum=0.9)
+    assert acc.memory_report(opt).activations == 0  # nothing measured yet
+    assert acc.memory_report(opt).optimizer_state == 0  # no momentum before the first step
+    for rows in (32, 16, 8, 4):
+        part = slice(0, rows)
+        with acc.micro_batch():
+            acc.backward(F.cross_entropy(model(mta.tensor(x[part])), y[part], reduction="sum"), num_items=rows)
+    peaks = acc.activation_peaks
+    assert len(set(peaks)) == 4  # micro-batches of 32, 16, 8 and 4 rows
+    opt.step(model, acc)
+    report = acc.memory_report(opt)
+    assert report.activations == peaks[-1]
+    parameters = sum(p.data.nbytes for p in model.parameters())
+    assert report.parameters == parameters
+    assert report.optimizer_state == parameters  # one momentum buffer per parameter
+    assert acc.memory_report().optimizer_state == 0
+    assert report.total == report.parameters + report.arena + report.optimizer_state + report.activations

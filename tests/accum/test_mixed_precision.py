@@ -106,3 +106,19 @@ def test_a_scale_beyond_float16_range_skips_the_window_and_backs_off() -> None:
     assert scaler.scale == 2.0**15
     acc.backward(summed_loss(model, x[:4], y[:4], "float16"), num_items=4)
     assert not acc.found_nonfinite()
+
+
+@pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
+@pytest.mark.parametrize("init_scale", [0.5, 2.0, 2.0**10])
+def test_a_power_of_two_loss_scale_leaves_the_window_gradient_exactly_as_unscaled(fusion: str,
+                                                                                  init_scale: float) -> None:
+    x, y = data()
+    grads = []
+    for scaler in (DynamicLossScaler(init_scale=init_scale), None):
+        model = mlp("float32")
+        acc = Accumulator(model, steps=2, fusion=fusion, loss_scaler=scaler)
+        for rows in (slice(0, 5), slice(5, 12)):
+            acc.backward(summed_loss(model, x[rows], y[rows], "float32"), num_items=len(y[rows]))
+        grads.append(window_grads(acc, model))
+    for name in grads[0]:
+        np.testing.assert_array_equal(grads[0][name], grads[1][name])

@@ -36,17 +36,24 @@ def run(opt: optim.Optimizer, steps: int = 3, seed: int = 0) -> tuple[list, list
     return initial, history, [p.numpy() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("nesterov", [False, True])
-def test_sgd_momentum_matches_its_rule(nesterov: bool) -> None:
-    lr, mu, wd = 0.1, 0.9, 0.01
-    initial, history, final = run(optim.SGD(lr, momentum=mu, weight_decay=wd, nesterov=nesterov))
+@pytest.mark.parametrize(("mu", "nesterov", "dampening"), [(0.9, False, 0.0), (0.9, True, 0.0), (0.9, False, 0.5),
+                                                        (0.0, False, 0.5)])
+def test_sgd_momentum_matches_its_rule(mu: float, nesterov: bool, dampening: float) -> None:
+    # PyTorch's rule: the buffer starts as the first step's d (undamped); without momentum there
+    # is no buffer, and dampening changes nothing
+    lr, wd = 0.1, 0.01
+    initial, history, final = run(optim.SGD(lr, momentum=mu, weight_decay=wd, nesterov=nesterov,
+                                            dampening=dampening))
     params = [p.copy() for p in initial]
     bufs = [None] * len(params)
     for grads in history:
         for i, g in enumerate(grads):
             d = g + wd * params[i]
-            bufs[i] = d.copy() if bufs[i] is None else mu * bufs[i] + d
-            step = d + mu * bufs[i] if nesterov else bufs[i]
+            if mu == 0.0:
+                step = d
+            else:
+                bufs[i] = d.copy() if bufs[i] is None else mu * bufs[i] + (1 - dampening) * d
+                step = d + mu * bufs[i] if nesterov else bufs[i]
             params[i] = params[i] - lr * step
     for got, want in zip(final, params, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
