@@ -187,13 +187,15 @@ def test_two_models_in_one_loss_is_an_error(fusion: str, foreign_first: bool) ->
         np.testing.assert_allclose(got[p], np.asarray(expected[p]) / 3, rtol=1e-12)
 
 
-def test_loss_without_any_model_parameter_is_an_error() -> None:
+@pytest.mark.parametrize("fusion", ["gemm", "none"])
+def test_loss_without_any_model_parameter_is_an_error(fusion: str) -> None:
     import minitorch_accum as mta
 
     model = mlp()
-    acc = Accumulator(model, steps=2)
+    acc = Accumulator(model, steps=2, fusion=fusion)
     free = mta.tensor([1.0, 2.0], dtype="float64", requires_grad=True)
-    with pytest.raises(ValueError, match="does not depend on any parameter"):
+    with pytest.raises(ValueError, match="^backward: the loss does not depend on any parameter of this accumulator's "
+                                         "model$"):
         acc.backward((free * free).sum(), num_items=2)
     assert acc.micro_step == 0
 

@@ -40,6 +40,27 @@ def test_an_empty_container_store_is_finite_with_norm_zero() -> None:
     assert store.poisoned is False
 
 
+def test_the_norm_of_a_container_store_is_that_of_its_summed_gradients() -> None:
+    model = mlp()
+    x, y = data()
+    store = ContainerStore(list(model.named_parameters()))
+    for rows in (slice(0, 4), slice(4, 9)):
+        store.micro_batch(summed_loss(model, x[rows], y[rows], "float64"), None, 1.0)
+    direct = summed_loss(model, x[:9], y[:9], "float64").backward()
+    expected = np.sqrt(sum(float(np.sum(np.asarray(direct[p]) ** 2)) for p in model.parameters()))
+    assert store.norm() == pytest.approx(expected, rel=1e-12) and expected > 0
+
+
+def test_state_keys_split_at_their_first_slash_and_unknown_roles_are_named() -> None:
+    from minitorch_accum.accum.gradient_store import split_state_key
+
+    assert split_state_key("grad/blocks/0.weight", ("grad",)) == ("grad", "blocks/0.weight")
+    assert split_state_key("arena/float32", ("arena", "saved")) == ("arena", "float32")
+    for key in ("bogus/0.weight", "grad", "grad/", "/0.weight"):
+        with pytest.raises(ValueError, match=f"^accumulator state holds an unexpected array '{key}'$"):
+            split_state_key(key, ("grad",))
+
+
 def test_a_recorder_given_at_construction_hears_every_add() -> None:
     model = mlp()
     x, y = data()

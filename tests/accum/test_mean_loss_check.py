@@ -105,12 +105,19 @@ def _outputs() -> mta.Tensor:
     (lambda: _outputs().sum() / mta.tensor(6.0, dtype="float64", requires_grad=True), None),  # a learned divisor
     (lambda: mta.tensor(2.0, dtype="float64", requires_grad=True) / 3.0, None),  # a division of no sum
     (lambda: mta.tensor(3.0, dtype="float64"), None),  # no graph at all
+    # column sums each divided by its own count: a mean, but of no single count
+    (lambda: _outputs().sum(axis=0) / mta.tensor([2.0, 4.0, 8.0], dtype="float64"), ("a sum of add divided by nan",
+                                                                                      "nan")),
 ], ids=["mean-of-sums", "mean", "sum-over-n", "sum-over-tensor", "sum-of-leaf", "sum", "product", "divided-first",
-        "learned-divisor", "leaf-divided", "constant"])
+        "learned-divisor", "leaf-divided", "constant", "per-column-counts"])
 def test_what_counts_as_a_mean_and_the_count_it_divides_by(loss, found) -> None:
     from minitorch_accum.accum.loss_check import mean_loss_divisor
 
-    assert mean_loss_divisor(loss()) == found
+    got = mean_loss_divisor(loss())
+    if found is not None and found[1] == "nan":
+        assert got is not None and got[0] == found[0] and np.isnan(got[1])
+    else:
+        assert got == found
 
 
 def test_a_loss_whose_graph_is_gone_is_not_judged() -> None:
@@ -122,13 +129,13 @@ def test_a_loss_whose_graph_is_gone_is_not_judged() -> None:
 
 
 @pytest.mark.parametrize(("loss", "what", "times"), [
-    (lambda: _outputs().sum() / 6.0, "a sum of add divided by 6", "6"),
-    (lambda: _outputs().mean(), "mean over 18 elements of add", "18"),
+    (lambda: _outputs().sum() / 6.0, "a sum of add divided by 6", "6 times too small"),
+    (lambda: _outputs().mean(), "mean over 18 elements of add", "18 times too small"),
 ], ids=["sum-over-n", "mean"])
 def test_the_refusal_says_everything_it_knows(loss, what: str, times: str) -> None:
     message = (f"backward: the loss is already a mean (its last op is {what}), and this window's reduction is "
                f"'items' with num_items=6: the window divides the summed gradient by its items itself, so the "
-               f"gradient would come out {times} times too small. Give the micro-batch's summed loss "
+               f"gradient would come out {times}. Give the micro-batch's summed loss "
                "(F.cross_entropy(..., reduction='sum'), F.mse_loss(..., reduction='sum')), or make the window "
                "Accumulator(reduction='mean') for mean losses; pass allow_mean_loss=True if the division is on "
                "purpose")
