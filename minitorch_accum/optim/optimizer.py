@@ -264,8 +264,11 @@ class Optimizer(ABC):
             if model is not None and name not in params:
                 raise ValueError(f"optimizer state names parameter {name!r}, which the model does not have")
             backend = params[name]._backend if name in params else None
+            # copies: the steps update their slots in place, and the caller's state (a checkpoint
+            # read once, a dict kept to start another run from) must stay as it was
             restored[name] = {
-                key: (backend.asarray(v) if backend is not None and isinstance(v, np.ndarray) else v)
+                key: ((backend.asarray(v, copy=True) if backend is not None else np.array(v, copy=True))
+                      if isinstance(v, np.ndarray) else v)
                 for key, v in slots.items()
             }
         object.__setattr__(self, "defaults", defaults)

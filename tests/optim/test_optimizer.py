@@ -252,3 +252,27 @@ def test_the_slots_an_optimizer_declares_are_the_arrays_it_keeps(make) -> None:
         assert arrays == set(opt.state_array_slots(opt.param_groups[group]))
         kept[name] = len(arrays)
     assert planned == max(kept.values())
+
+
+@pytest.mark.parametrize("make", [lambda: optim.Adam(lr=0.1), lambda: optim.AdamW(lr=0.1),
+                                  lambda: optim.SGD(lr=0.1, momentum=0.9)], ids=["adam", "adamw", "sgd-momentum"])
+@pytest.mark.parametrize("with_model", [True, False], ids=["with-model", "without-model"])
+def test_steps_after_loading_a_state_leave_the_loaded_state_as_it_was(make, with_model: bool) -> None:
+    model = nn.Linear(3, 2, dtype="float64", rng=np.random.default_rng(0))
+    x = mta.tensor(np.random.default_rng(1).normal(size=(4, 3)), dtype="float64")
+    first = make()
+    model = first.step(model, (model(x) ** 2).sum().backward())
+    saved = first.state_dict()
+    kept = {name: {k: np.array(v, copy=True) for k, v in slots.items() if isinstance(v, np.ndarray)}
+            for name, slots in saved["state"].items()}
+    assert kept and all(kept.values())
+    resumed = make()
+    resumed.load_state_dict(saved, model if with_model else None)
+    for _ in range(2):
+        model = resumed.step(model, (model(x) ** 2).sum().backward())
+    for name, slots in kept.items():
+        for key, before in slots.items():
+            np.testing.assert_array_equal(saved["state"][name][key], before, err_msg=f"{name}/{key}")
+    # and the resumed optimizer did move on from the loaded state
+    moved = resumed.state_dict()["state"]
+    assert any(not np.array_equal(moved[n][k], v) for n, s in kept.items() for k, v in s.items())
