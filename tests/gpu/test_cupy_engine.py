@@ -46,6 +46,31 @@ def test_cross_device_op_is_a_clear_error() -> None:
     np.testing.assert_array_equal(grads[moved], [3.0, 3.0])  # the gradient came back to the CPU
 
 
+def test_a_gradient_on_another_device_than_its_parameter_is_refused_by_name() -> None:
+    from minitorch_accum.autodiff.gradients import Gradients
+
+    model = mlp().to(device="cuda")
+    grads = Gradients()
+    for p in model.parameters():
+        grads.set(p, np.zeros(p.shape))  # host arrays for device parameters
+    with pytest.raises(ValueError, match=r"^optimizer: gradient for 0\.weight is on another device than the "
+                                         r"parameter$"):
+        optim.SGD(lr=0.1).step(model, grads)
+
+
+def test_the_gradient_norm_covers_gradients_on_several_devices() -> None:
+    from minitorch_accum.autodiff.gradients import Gradients
+
+    rng = np.random.default_rng(2)
+    host, device = rng.normal(size=(3, 4)), rng.normal(size=(5,))
+    on_host = mta.tensor(host, dtype="float64", requires_grad=True)
+    on_device = mta.tensor(device, dtype="float64", device="cuda", requires_grad=True)
+    grads = Gradients()
+    grads.set(on_host, on_host.data)
+    grads.set(on_device, on_device.data)
+    assert optim.grad_norm(grads) == pytest.approx(np.hypot(np.linalg.norm(host), np.linalg.norm(device)), rel=1e-12)
+
+
 @pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
 def test_accumulator_on_the_gpu_equals_the_cpu_window(fusion: str) -> None:
     rng = np.random.default_rng(1)
