@@ -194,8 +194,8 @@ def test_loss_without_any_model_parameter_is_an_error(fusion: str) -> None:
     model = mlp()
     acc = Accumulator(model, steps=2, fusion=fusion)
     free = mta.tensor([1.0, 2.0], dtype="float64", requires_grad=True)
-    with pytest.raises(ValueError, match="^backward: the loss does not depend on any parameter of this accumulator's "
-                                         "model$"):
+    with pytest.raises(ValueError, match=r"^backward: the loss does not depend on any parameter of this accumulator's "
+                                         r"model$"):
         acc.backward((free * free).sum(), num_items=2)
     assert acc.micro_step == 0
 
