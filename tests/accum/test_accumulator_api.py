@@ -272,6 +272,9 @@ def test_a_window_that_failed_halfway_names_the_call_refused(call, what: str) ->
                                            r"its gradients are not sums of whole micro-batches; call acc.zero\(\) "
                                            r"to discard the window$"):
         call(acc, summed_loss(model, x[:3], y[:3], "float64"))
+    acc.zero()
+    assert acc.store.poisoned is False  # a new window is whole again
+    acc.backward(summed_loss(model, x[:3], y[:3], "float64"), num_items=3)
 
 
 @pytest.mark.parametrize(("fusion", "after"), [

@@ -3,12 +3,16 @@ data parallelism builds on them: on thread ranks, every rank ends with the globa
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
 import minitorch_accum as mta
 from minitorch_accum import nn
 from minitorch_accum.accum import Accumulator, ArenaStore
+from minitorch_accum.autodiff import run_backward
+from minitorch_accum.backend.numpy_backend import NumpyBackend
 from minitorch_accum.distributed import DataParallel
 from minitorch_accum.distributed.zero import ZeroRedundancy
 from minitorch_accum.nn import functional as F
@@ -61,6 +65,7 @@ def test_the_written_masks_of_several_ranks_add_up_to_how_many_wrote_each_parame
         store = ArenaStore(named, "float64")
         store.micro_batch(summed_loss(model, x[:4], y[:4], "float64"), None, 1.0)
         masks.append(store.written_mask())
+    assert {m.dtype for m in masks} == {np.dtype(np.int64)}  # what the ranks sum with one int64 allreduce
     counts = dict(zip([n for n, _ in named], sum(masks), strict=True))
     assert counts == {"a.weight": 1, "a.bias": 1, "b.weight": 2, "b.bias": 2}
 
@@ -162,3 +167,235 @@ def test_zero_1_has_no_gradient_window_and_says_what_to_step_with() -> None:
             acc.gradient_window()
 
     run_ranks(1, rank)
+
+
+# ----------------------------------------------------------- the store used on its own
+class Recorder:
+    """Keeps every call a store makes to its recorder, as (args, keyword args)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple, dict]] = []
+
+    def __call__(self, *args, **kwargs) -> None:
+        self.calls.append((args, kwargs))
+
+    def of(self, param: str) -> list[tuple[tuple, dict]]:
+        return [(a, k) for a, k in self.calls if a[0] == param]
+
+
+def test_by_default_a_store_sums_in_float32_lets_gemms_write_and_pads_for_one_rank() -> None:
+    model = mlp("float32", hidden=7)  # 99 elements: one rank pads them to 112, two ranks to 128
+    x, y = data()
+    named = list(model.named_parameters())
+    store = ArenaStore(named)
+    assert store.arena.accum_dtype == np.float32
+    assert store.nbytes == ArenaStore(named, shards=1).nbytes < ArenaStore(named, shards=2).nbytes
+    store.micro_batch(summed_loss(model, x[:4], y[:4], "float32"), None, 1.0)
+    assert [bool(b > 0) for b in store.gemm_bounds()] == [n.endswith("weight") for n, _ in named]
+
+
+def test_a_float64_store_sums_float32_gradients_in_float64() -> None:
+    model = mlp("float32")
+    x, y = data()
+    store = ArenaStore(list(model.named_parameters()), "float64", fuse_gemm=False)
+    for part in split(len(y), (7, 1, 16, 3)):
+        store.micro_batch(summed_loss(model, x[part], y[part], "float32"), None, 1.0)
+    assert {v.dtype for _, v in store.views()} == {np.dtype(np.float64)}
+    expected = {name: np.zeros(p.shape) for name, p in model.named_parameters()}
+    for part in split(len(y), (7, 1, 16, 3)):
+        grads = summed_loss(model, x[part], y[part], "float32").backward()
+        for name, p in model.named_parameters():
+            expected[name] += np.asarray(grads[p], dtype=np.float64)
+    got = {name: np.asarray(v) for (p, v), (name, _) in zip(store.views(), model.named_parameters(), strict=True)}
+    assert max_difference(got, expected) <= 1e-12  # float32 sums would be off by ~1e-6
+
+
+def test_a_store_used_directly_as_the_sink_of_backward_adds_gradients_unscaled() -> None:
+    model = mlp("float64")
+    x, y = data()
+    store = ArenaStore(list(model.named_parameters()), "float64", fuse_gemm=False)
+    run_backward(summed_loss(model, x[:5], y[:5], "float64"), None, sink=store)
+    grads = summed_loss(model, x[:5], y[:5], "float64").backward()
+    for p, view in store.views():
+        np.testing.assert_allclose(view, grads[p], rtol=1e-14, atol=1e-15)
+
+
+def test_the_recorder_given_to_the_store_sees_each_leaf_write_as_a_materialized_contribution() -> None:
+    model = mlp("float64")
+    x, y = data()
+    recorder = Recorder()
+    store = ArenaStore(list(model.named_parameters()), "float64", fuse_gemm=False, recorder=recorder)
+    store.micro_batch(summed_loss(model, x[:4], y[:4], "float64"), None, 1.0)
+    assert sorted(a[0] for a, _ in recorder.calls) == sorted(n for n, _ in model.named_parameters())
+    for args, kwargs in recorder.calls:
+        assert args[1] == "copy_scale"
+        assert kwargs["materialized"] is True and kwargs["window_pass"] is False
+
+
+def test_a_gemm_write_records_its_factors_read_twice_and_the_view_once_then_twice() -> None:
+    """The GEMM reads both factors and the norms read them again; beta = 1 also reads the view."""
+    model = mlp("float32")
+    x, y = data()
+    recorder = Recorder()
+    store = ArenaStore(list(model.named_parameters()), recorder=recorder)
+    for rows in (4, 6):
+        store.micro_batch(summed_loss(model, x[:rows], y[:rows], "float32"), None, 1.0)
+    for name, param in model.named_parameters():
+        if not name.endswith("weight"):
+            continue
+        (first, first_kw), (second, second_kw) = recorder.of(name)
+        fan_in, fan_out = param.shape
+        assert (first[1], second[1]) == ("gemm-beta0", "gemm-beta1")
+        assert first[3] == 2 * 4 * (fan_in + fan_out) * 4 + param.size * 4
+        assert second[3] == 2 * 6 * (fan_in + fan_out) * 4 + 2 * param.size * 4
+        for kwargs in (first_kw, second_kw):
+            assert kwargs["materialized"] is False and kwargs["window_pass"] is False
+
+
+def test_a_gemm_that_falls_back_to_a_product_is_recorded_as_materialized(monkeypatch) -> None:
+    model = mlp("float64")
+    x, y = data()
+    backend = type(next(iter(model.parameters())).backend)
+    monkeypatch.setattr(backend, "gemm_into", lambda self, a, b, out, alpha, beta:
+                        NumpyBackend._gemm_fallback(a, b, out, alpha, beta))
+    recorder = Recorder()
+    store = ArenaStore(list(model.named_parameters()), "float64", recorder=recorder)
+    store.micro_batch(summed_loss(model, x[:4], y[:4], "float64"), None, 1.0)
+    for _, kwargs in recorder.of("0.weight"):
+        assert kwargs["materialized"] is True
+    assert [a[1] for a, _ in recorder.of("0.weight")] == ["gemm-fallback"]
+    expected = summed_loss(model, x[:4], y[:4], "float64").backward()
+    for p, view in store.views():
+        np.testing.assert_allclose(view, expected[p], rtol=1e-14, atol=1e-15)
+
+
+def test_a_gemm_bound_is_the_scale_times_the_factors_norms_summed_over_micro_batches() -> None:
+    layer = nn.Linear(4, 2, bias=False, dtype="float64", rng=np.random.default_rng(0))
+    x = np.random.default_rng(1).normal(size=(10, 4))
+    store = ArenaStore(list(layer.named_parameters()), "float64")
+    expected = 0.0
+    for part, scale in ((slice(0, 3), 0.5), (slice(3, 10), -2.0)):
+        store.micro_batch(layer(mta.tensor(x[part])).sum(), None, scale)  # dW = x^T @ ones
+        rows = part.stop - part.start
+        expected += abs(scale) * np.linalg.norm(x[part]) * np.sqrt(rows * 2)
+        assert store.gemm_bounds()[0] == pytest.approx(expected, rel=1e-13)
+
+
+def test_a_gemm_view_its_bound_cannot_prove_finite_is_read_and_found_finite() -> None:
+    """Rows +M and -M cancel: the gradient is 0 while the bound is ~1.1 M, above float64 max / 4."""
+    layer = nn.Linear(4, 2, bias=False, dtype="float64", rng=np.random.default_rng(0))
+    x = np.full((2, 4), 2e307)
+    x[1] *= -1
+    store = ArenaStore(list(layer.named_parameters()), "float64")
+    store.micro_batch(layer(mta.tensor(x)).sum(), None, 1.0)
+    ((param, view),) = store.views()
+    assert not store.bound_is_safe(param, view)
+    assert store.finite_check() is True
+    acc = Accumulator(layer, steps=1, fusion="gemm", accum_dtype="float64")
+    acc.backward(layer(mta.tensor(x)).sum(), num_items=2)
+    assert acc.found_nonfinite() is False
+
+
+def overflowed_gemm_store() -> tuple[list, ArenaStore]:
+    """A float32 GEMM sum 4 x 1e38 that overflowed just past float32's max (3.4e38): its bound is 4e38."""
+    layer = nn.Linear(1, 1, bias=False)
+    layer.weight.data[...] = 0.5
+    named = list(layer.named_parameters())
+    store = ArenaStore(named)
+    store.micro_batch(layer(mta.tensor(np.full((4, 1), 1e38), dtype="float32")).sum(), None, 1.0)
+    assert store.gemm_bounds()[0] == pytest.approx(4e38, rel=1e-6)
+    return named, store
+
+
+def test_a_gemm_overflow_just_past_the_dtype_maximum_is_found() -> None:
+    _, store = overflowed_gemm_store()
+    assert store.finite_check() is False
+
+
+def test_a_resumed_store_keeps_the_gemm_bounds_that_make_it_read_an_overflow() -> None:
+    named, saved = overflowed_gemm_store()
+    resumed = ArenaStore(named)
+    resumed.load(saved.state_meta(), saved.state_arrays())
+    np.testing.assert_array_equal(resumed.gemm_bounds(), saved.gemm_bounds())
+    assert resumed.finite_check() is False
+
+
+def test_a_gemm_bound_is_trusted_only_below_a_quarter_of_the_dtype_maximum() -> None:
+    model = mlp("float32")
+    store = ArenaStore(list(model.named_parameters()))
+    quarter = float(np.finfo(np.float32).max) / 4
+    store.adopt(np.ones(4, np.int64), np.array([quarter, np.nextafter(quarter, 0.0), 1e30, 0.0]), nonfinite=False)
+    safe = [store.bound_is_safe(p, v) for p, v in store.views()]
+    assert safe == [False, True, True, True]
+
+
+def test_adopted_facts_become_the_stores_own_and_its_checkpoints() -> None:
+    model = mlp("float64")
+    names = [n for n, _ in model.named_parameters()]
+    store = ArenaStore(list(model.named_parameters()), "float64")
+    store.adopt(np.array([1, 0, 1, 0], np.int64), np.array([0.5, 0.0, 0.0, 0.0]), nonfinite=False)
+    np.testing.assert_array_equal(store.written_mask(), [1, 0, 1, 0])
+    np.testing.assert_array_equal(store.gemm_bounds(), [0.5, 0.0, 0.0, 0.0])
+    assert store.state_meta() == {"written": [names[0], names[2]], "gemm_bound": {names[0]: 0.5}, "flag": 0}
+    assert store.finite_check() is True
+    store.adopt(np.array([1, 0, 1, 0], np.int64), np.zeros(4), nonfinite=True)
+    assert store.state_meta()["flag"] == 1
+    assert store.finite_check() is False
+
+
+def test_a_clean_window_on_every_rank_is_found_finite_on_every_rank() -> None:
+    x, y = data()
+
+    def rank(comm):
+        model = mlp()
+        acc = Accumulator(model, steps=1, fusion="gemm", accum_dtype="float64", reducer=DataParallel(comm))
+        acc.backward(summed_loss(model, x[4 * comm.rank:4 * comm.rank + 4], y[:4], "float64"), num_items=4)
+        return acc.found_nonfinite()
+
+    assert run_ranks(2, rank) == [False, False]
+
+
+def test_closing_a_compensated_window_twice_folds_the_compensation_once() -> None:
+    model = mlp("float32")
+    x, y = data()
+    store = ArenaStore(list(model.named_parameters()), compensated=True)
+    for part in split(len(y), (7, 1, 16, 3)):
+        store.micro_batch(summed_loss(model, 1e3 * x[part], y[part], "float32"), None, 1.0)
+    assert any(np.any(store.compensation.view(p) != 0) for p in store.params)  # there is something to fold
+    store.close()
+    once = [np.array(v) for _, v in store.views()]
+    store.close()
+    for before, (_, after) in zip(once, store.views(), strict=True):
+        np.testing.assert_array_equal(after, before)
+
+
+def test_a_window_pass_is_recorded_with_the_time_it_took() -> None:
+    model = mlp("float64")
+    x, y = data()
+    recorder = Recorder()
+    store = ArenaStore(list(model.named_parameters()), "float64", recorder=recorder)
+    store.micro_batch(summed_loss(model, x[:4], y[:4], "float64"), None, 1.0)
+    recorder.calls.clear()
+    before = time.perf_counter()
+    store.scale_in_place(0.5)
+    took = time.perf_counter() - before
+    assert [a[1] for a, _ in recorder.calls] == ["scale"] * 4
+    assert 0.0 <= sum(a[4] for a, _ in recorder.calls) <= took
+    assert all(before <= k["started"] and k["window_pass"] is True for _, k in recorder.calls)
+
+
+def test_loading_a_state_that_names_unknown_parameters_is_refused_and_changes_nothing() -> None:
+    model = mlp("float64")
+    x, y = data()
+    store = ArenaStore(list(model.named_parameters()), "float64")
+    store.micro_batch(summed_loss(model, x[:4], y[:4], "float64"), None, 1.0)
+    meta, arrays = store.state_meta(), store.state_arrays()
+    kept = {k: np.array(v) for k, v in arrays.items()}
+    bad_meta = {**meta, "written": [*meta["written"], "ghost"], "gemm_bound": {**meta["gemm_bound"], "ghost": 1.0,
+                                                                                "a.ghost": 2.0}}
+    bad_arrays = {k: np.zeros_like(v) for k, v in arrays.items()}
+    with pytest.raises(ValueError, match=r"^accumulator state names unknown parameters: a\.ghost, ghost$"):
+        store.load(bad_meta, bad_arrays)
+    assert store.state_meta() == meta
+    for key, value in store.state_arrays().items():
+        np.testing.assert_array_equal(value, kept[key])

@@ -108,6 +108,18 @@ def test_a_scale_beyond_float16_range_skips_the_window_and_backs_off() -> None:
     assert not acc.found_nonfinite()
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_16_bit_gradient_that_turns_non_finite_after_the_first_micro_batch_is_found(dtype: str) -> None:
+    """Later 16-bit contributions go through cast_add_scale, which must raise the flag too."""
+    model = mlp(dtype)
+    x, y = data()
+    x[5, 1] = np.inf
+    acc = Accumulator(model, steps=2, fusion="leaf")
+    acc.backward(summed_loss(model, x[:4], y[:4], dtype), num_items=4)
+    acc.backward(summed_loss(model, x[4:8], y[4:8], dtype), num_items=4)
+    assert acc.found_nonfinite()
+
+
 @pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
 @pytest.mark.parametrize("init_scale", [0.5, 2.0, 2.0**10])
 def test_a_power_of_two_loss_scale_leaves_the_window_gradient_exactly_as_unscaled(fusion: str,
