@@ -13,6 +13,8 @@ gradient_accumulation_fusion does.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import numpy as np
@@ -58,7 +60,8 @@ def _stacked_times_matrix(xp: Any, a: Any, b: Any) -> Any:
     """``a @ b`` for ``a`` of 3 axes or more and a 2-D ``b`` as one 2-D GEMM over every row of
     ``a`` (a reshape, no copy when ``a`` is contiguous): NumPy's matmul would run one GEMM per
     leading index (32 GEMMs of 32 rows for a batch of 32 sequences of 32)."""
-    return xp.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
+    rows = math.prod(a.shape[:-1])  # not -1: a reshape cannot infer it when the last axis is empty
+    return xp.matmul(a.reshape(rows, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
 
 
 class MatMul(Function):
@@ -99,7 +102,8 @@ def _factors(xp: Any, a: Any, b: Any, grad: Any, index: int) -> tuple[Any, Any] 
     if index == 1 and b.ndim == 2:
         # y = a @ W with a of shape (..., k): dW = a_flat^T @ g_flat, summing every batch item
         k, m = b.shape
-        return a.reshape(-1, k).T, grad.reshape(-1, m)
+        rows = math.prod(a.shape[:-1])  # not reshape(-1, k): that cannot infer rows when k or m is 0
+        return a.reshape(rows, k).T, grad.reshape(rows, m)
     if index == 0 and a.ndim == 2 and b.ndim == 2:
         return grad, b.T
     return None

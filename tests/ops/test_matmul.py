@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import minitorch_accum as mta
 from minitorch_accum.testing import gradcheck
 from minitorch_accum.testing.strategies import arrays, matmul_shapes
 from tests.ops.helpers import leaf
@@ -47,3 +49,15 @@ def test_stacked_times_matrix_is_numpys_matmul_and_its_gradient(batch: int, rows
     np.testing.assert_allclose(grads[a], g @ b_values.T, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(grads[b], np.einsum("bri,bro->io", a_values, g), rtol=1e-12, atol=1e-12)
     gradcheck(lambda x, w: x @ w, [leaf(np.ascontiguousarray(a_values[:, :2])), leaf(b_values)])
+
+
+@pytest.mark.parametrize("weight", [(3, 0), (0, 3)], ids=["no-outputs", "no-inputs"])
+@pytest.mark.parametrize("rows", [(2,), (2, 4)], ids=["2-D", "3-D"])
+def test_an_empty_weight_has_empty_gradients_of_its_shapes(weight: tuple[int, int], rows: tuple[int, ...]) -> None:
+    w = mta.tensor(np.ones(weight), dtype="float64", requires_grad=True)
+    x = mta.tensor(np.ones((*rows, weight[0])), dtype="float64", requires_grad=True)
+    grads = ((x @ w).sum() + (x * 2.0).sum()).backward()
+    assert grads[w].shape == weight
+    # nothing flows back through an empty product; the other term's gradient arrives whole
+    np.testing.assert_array_equal(grads[x], np.full((*rows, weight[0]), 2.0))
+
