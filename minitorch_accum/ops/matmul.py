@@ -14,7 +14,6 @@ gradient_accumulation_fusion does.
 from __future__ import annotations
 
 import math
-
 from typing import Any
 
 import numpy as np
