@@ -213,6 +213,14 @@ def _saved(fusion: str = "gemm") -> dict:
     return Accumulator(mlp(), steps=2, fusion=fusion).state_dict()
 
 
+def _full_window() -> Accumulator:
+    model = mlp()
+    x, y = data()
+    acc = Accumulator(model, steps=1)
+    acc.backward(summed_loss(model, x[:2], y[:2], "float64"), num_items=2)
+    return acc
+
+
 @pytest.mark.parametrize(("call", "error", "message"), [
     (lambda: Accumulator(mlp(), steps=True), ValueError,
      "steps (k, the micro-batches per window) must be a positive int, got True"),
@@ -230,6 +238,10 @@ def _saved(fusion: str = "gemm") -> dict:
      "backward: loss must be a one-element Tensor, got ndarray(1,)"),
     (lambda: Accumulator(mlp(), steps=2).backward(mta.tensor(np.ones(3)), num_items=1), ValueError,
      "backward: loss must be a one-element Tensor, got Tensor(3,)"),
+    (lambda: Accumulator(mlp(), steps=2).backward(2.5, num_items=1), ValueError,
+     "backward: loss must be a one-element Tensor, got float"),
+    (lambda: _full_window().backward(mta.tensor([1.0]), num_items=1), RuntimeError,
+     "backward: the window already holds steps=1 micro-batches; step the optimizer and call acc.zero()"),
     (lambda: Accumulator(mlp(), steps=2).backward(mta.tensor([1.0]), num_items=True), ValueError,
      "backward: num_items must be a non-negative int, got True"),
     (lambda: Accumulator(mlp(), steps=2).backward(mta.tensor([1.0]), num_items=2.0), ValueError,
@@ -248,8 +260,8 @@ def _saved(fusion: str = "gemm") -> dict:
     (lambda: Accumulator(mlp(), steps=2).load_state_dict({"meta": {"fusion": "gemm"}, "arrays": {}}), ValueError,
      "accumulator state is incomplete: it has no 'micro_step'"),
 ], ids=["steps", "model", "fusion", "compensated-none", "reducer-none", "no-params", "trace", "loss-array",
-        "loss-shape", "num-items-bool", "num-items-float", "num-items-missing", "closed-backward", "closed-state",
-        "set-steps", "state-fusion", "state-incomplete"])
+        "loss-shape", "loss-float", "full-window", "num-items-bool", "num-items-float", "num-items-missing",
+        "closed-backward", "closed-state", "set-steps", "state-fusion", "state-incomplete"])
 def test_each_misuse_says_exactly_what_is_wrong(call, error: type, message: str) -> None:
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         call()
@@ -330,3 +342,79 @@ def test_scale_window_multiplies_the_window_gradient_by_its_factor(fusion: str) 
     got = acc.grads()
     for p in model.parameters():
         np.testing.assert_array_equal(got[p], 2.0 * np.asarray(expected[p]))
+
+
+def test_an_accumulator_keeps_its_settings_and_traces_only_when_asked() -> None:
+    model = mlp("float32")
+    scaler = DynamicLossScaler()
+    acc = Accumulator(model, steps=3, reduction="sum", fusion="leaf", compensated=True, loss_scaler=scaler)
+    assert (acc.steps, acc.reduction, acc.fusion, acc.compensated) == (3, "sum", "leaf", True)
+    assert acc.loss_scaler is scaler and acc.reducer is None
+    plain = Accumulator(model, steps=2)
+    assert plain.trace is None and plain.store.recorder is None and plain.compensated is False
+
+
+def test_float32_parameters_accumulate_in_float64_when_asked() -> None:
+    model = mlp("float32")
+    x, y = data()
+    for accum_dtype, expected in (("float64", np.float64), ("float32", np.float32)):
+        acc = Accumulator(model, steps=1, accum_dtype=accum_dtype)
+        acc.backward(summed_loss(model, x[:4], y[:4], "float32"), num_items=4)
+        assert {np.asarray(g).dtype for g in acc.grads().values()} == {np.dtype(expected)}
+
+
+def test_a_micro_batch_of_no_items_is_accepted_and_counts_none() -> None:
+    model = mlp()
+    x, y = data()
+    acc = Accumulator(model, steps=2)
+    acc.backward(summed_loss(model, x[:0], y[:0], "float64"), num_items=0)  # a rank's data ran out, say
+    acc.backward(summed_loss(model, x[:3], y[:3], "float64"), num_items=3)
+    assert (acc.micro_step, acc.items_seen) == (2, 3)
+    expected = summed_loss(model, x[:3], y[:3], "float64").backward()
+    got = acc.grads()
+    for p in model.parameters():
+        np.testing.assert_allclose(got[p], np.asarray(expected[p]) / 3, rtol=1e-12)
+
+
+def test_mean_losses_without_item_counts_count_no_items() -> None:
+    model = mlp()
+    x, y = data()
+    acc = Accumulator(model, steps=2, reduction="mean", trace=True)
+    for i in range(2):
+        acc.backward(F.cross_entropy(model(mta.tensor(x[i * 3:(i + 1) * 3], dtype="float64")), y[i * 3:(i + 1) * 3]))
+    assert acc.items_seen == 0
+    acc.zero()
+    window, = [s for s in acc.trace.spans if s.name == "ProfilerStep#0"]
+    assert (window.args["micro_batches"], window.args["items"]) == (2, 0)
+
+
+@pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
+def test_a_stale_forward_names_the_parameter_written_and_only_a_parameter(fusion: str) -> None:
+    from minitorch_accum.autodiff import InPlaceModificationError
+
+    model = mlp()
+    x, y = data()
+    acc = Accumulator(model, steps=2, fusion=fusion)
+    loss = summed_loss(model, x[:3], y[:3], "float64")
+    model[0].weight.data[0, 0] += 1.0  # a raw write between the forward and its backward
+    with pytest.raises(InPlaceModificationError, match=re.escape(
+            "matmul saved its input 1, parameter '0.weight' Param(shape=(5, 8), dtype=float64), in the forward")):
+        acc.backward(loss, num_items=3)
+    inputs = mta.tensor(x[:3], dtype="float64")
+    loss = F.cross_entropy(model(inputs), y[:3], reduction="sum")
+    inputs.bump_version()  # the batch, not a parameter, was written: there is no name to give it
+    with pytest.raises(InPlaceModificationError, match=re.escape(
+            "matmul saved its input 0, Tensor(shape=(3, 5), dtype=float64), in the forward")) as info:
+        acc.backward(loss, num_items=3)
+    assert "parameter '" not in str(info.value)
+    assert acc.micro_step == 0 and not acc.store.poisoned
+
+
+@pytest.mark.parametrize(("fusion", "store"), [("gemm", "ArenaStore"), ("none", "ContainerStore")])
+def test_the_repr_says_the_window_and_where_its_gradients_are(fusion: str, store: str) -> None:
+    model = mlp()
+    x, y = data()
+    acc = Accumulator(model, steps=2, fusion=fusion)
+    acc.backward(summed_loss(model, x[:3], y[:3], "float64"), num_items=3)
+    assert repr(acc) == (f"Accumulator(steps=2, reduction='items', fusion={fusion!r}, micro_step=1, items_seen=3, "
+                         f"store={store}, {acc.store.nbytes} bytes)")

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+import minitorch_accum as mta
 from minitorch_accum import nn, optim
 from minitorch_accum.accum import Accumulator, GradArena
+from minitorch_accum.backend import Device, NumpyBackend
 from tests.accum.helpers import data, mlp, summed_loss
 
 
@@ -55,11 +60,14 @@ def test_arena_is_allocated_once_across_windows_and_epochs(fusion: str) -> None:
     assert all(acc.arena.view(p) is views[name] for name, p in model.named_parameters())
 
 
-def test_a_twin_arena_has_the_same_layout_and_its_own_memory() -> None:
+@pytest.mark.parametrize("accum_dtype", ["float32", "float64"])
+def test_a_twin_arena_has_the_same_layout_and_its_own_memory(accum_dtype: str) -> None:
     model = mlp("float32")
-    arena = GradArena(model.named_parameters(), "float64", shards=3)
+    arena = GradArena(model.named_parameters(), accum_dtype, shards=3)
     twin = arena.like()
-    assert (twin.accum_dtype, twin.shards, twin.names) == (arena.accum_dtype, arena.shards, arena.names)
+    # by name: NumPy takes None for float64, so None == np.dtype("float64") holds
+    assert twin.accum_dtype.name == arena.accum_dtype.name == accum_dtype
+    assert (twin.shards, twin.names) == (arena.shards, arena.names)
     assert repr(twin) == repr(arena)
     for param in model.parameters():
         assert twin.span(param) == arena.span(param)
@@ -88,3 +96,121 @@ def test_a_saved_buffer_that_does_not_fit_is_refused_by_name(saved, got) -> None
     with pytest.raises(ValueError, match=rf"^GradArena: saved buffer for float32 does not fit: expected "
                                          rf"float32\[{n}\], got {re.escape(got(n))}$"):
         arena.load_state_arrays(saved(n))
+
+
+def _line_layout(sizes: list[int], per_line: int, shards: int = 1) -> tuple[list[int], int]:
+    """Offsets and buffer length by the documented rule: each gradient starts on the next
+    64-byte line, and the buffer ends on a multiple of ``shards`` lines."""
+    offsets, end = [], 0
+    for size in sizes:
+        start = -(-end // per_line) * per_line
+        offsets.append(start)
+        end = start + size
+    multiple = shards * per_line
+    return offsets, -(-end // multiple) * multiple
+
+
+@pytest.mark.parametrize(("accum_dtype", "shards"), [(None, None), ("float32", 1), ("float64", 3)],
+                         ids=["defaults", "float32", "float64-3-shards"])
+def test_each_gradient_starts_on_a_line_and_the_buffer_pads_only_its_end(accum_dtype, shards) -> None:
+    model = mlp("float32")
+    named = list(model.named_parameters())
+    if accum_dtype is None:
+        arena, accum_dtype, shards = GradArena(named), "float32", 1
+    else:
+        arena = GradArena(named, accum_dtype, shards=shards)
+    dtype = np.dtype(accum_dtype)
+    offsets, length = _line_layout([p.size for _, p in named], 64 // dtype.itemsize, shards)
+    assert [arena.span(p) for _, p in named] == [(dtype, o, p.size) for o, (_, p) in zip(offsets, named, strict=True)]
+    assert arena.buffer.size == length and arena.nbytes == length * dtype.itemsize
+    assert arena.accum_dtype.name == dtype.name and arena.shards == shards
+    assert arena.names == [name for name, _ in named]
+    for _, param in named:
+        assert arena.view(param).dtype == dtype  # float32 parameters, float64 sums when asked
+
+
+def test_an_accumulator_without_a_reducer_pads_its_arena_to_one_line() -> None:
+    model = mlp("float32")
+    named = list(model.named_parameters())
+    _, length = _line_layout([p.size for _, p in named], 16)
+    acc = Accumulator(model, steps=2)
+    assert acc.arena.buffer.size == length
+    assert acc.memory_report().arena == length * 4
+
+
+@pytest.mark.parametrize("shards", [0, -1, True, 1.5, "2"])
+def test_a_shard_count_that_is_not_a_positive_int_is_refused_by_value(shards) -> None:
+    with pytest.raises(ValueError, match=f"^GradArena: shards must be a positive int, got {re.escape(repr(shards))}$"):
+        GradArena(mlp("float32").named_parameters(), shards=shards)
+
+
+def test_an_arena_of_nothing_or_of_a_foreign_parameter_is_a_named_error() -> None:
+    with pytest.raises(ValueError, match=r"^GradArena: the model has no parameters$"):
+        GradArena([])
+    arena = GradArena(mlp("float32").named_parameters())
+    foreign = nn.Linear(2, 7, dtype="float32").weight
+    with pytest.raises(KeyError, match=re.escape(f"GradArena: parameter of shape {foreign.shape} is not part of "
+                                                 "this arena")):
+        arena.view(foreign)
+
+
+class _Device(NumpyBackend):
+    """A backend on ``cuda:1`` whose arrays come from an array module that is not NumPy
+    (NumPy's functions under another name, as CuPy's would be), allocated in its device scope."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.device = Device("cuda", 1)
+        self.allocated: list[tuple[int, np.dtype, bool]] = []
+        self.in_scope = False
+        self.xp = SimpleNamespace(zeros=self._zeros)
+
+    def _zeros(self, count: int, dtype: np.dtype) -> np.ndarray:
+        self.allocated.append((count, np.dtype(dtype), self.in_scope))
+        return np.zeros(count, dtype=dtype)
+
+    @contextlib.contextmanager
+    def device_scope(self) -> Iterator[None]:
+        self.in_scope = True
+        try:
+            yield
+        finally:
+            self.in_scope = False
+
+
+def _on(backend: NumpyBackend, *shape: int) -> mta.Tensor:
+    return mta.Tensor(np.full(shape, 3.0, dtype=np.float32), requires_grad=True, _backend=backend)
+
+
+def test_parameters_on_two_devices_are_refused_naming_the_parameter_and_both_devices() -> None:
+    first = nn.Linear(3, 2, dtype="float32").weight
+    with pytest.raises(ValueError, match=r"^GradArena: parameter head\.bias is on cuda:1, others on cpu$"):
+        GradArena([("head.weight", first), ("head.bias", _on(_Device(), 2))])
+
+
+def test_an_arena_on_a_device_is_one_zeroed_buffer_per_dtype_made_in_its_device_scope() -> None:
+    device = _Device()
+    weight, bias = _on(device, 5, 4), _on(device, 4)
+    arena = GradArena([("weight", weight), ("bias", bias)], shards=2)
+    assert device.allocated == [(64, np.dtype(np.float32), True)]  # 20 and 4 elements, padded to 2 lines of 16
+    assert arena.view(weight).dtype == np.float32 and arena.view(weight).shape == (5, 4)
+    np.testing.assert_array_equal(arena.buffer, 0.0)
+    device.allocated.clear()
+    GradArena([("weight", weight)], "float64")
+    assert device.allocated == [(24, np.dtype(np.float64), True)]
+
+
+def test_every_buffer_allocated_is_counted_once() -> None:
+    model = nn.Sequential(nn.Linear(3, 4, dtype="bfloat16"), nn.Linear(4, 2, dtype="float64"))
+    before = GradArena.allocations
+    arena = GradArena(model.named_parameters())
+    assert GradArena.allocations == before + 2  # a float32 and a float64 buffer
+    arena.like()
+    assert GradArena.allocations == before + 4
+
+
+def test_the_repr_lists_each_buffer_with_its_length_and_the_bytes() -> None:
+    model = nn.Sequential(nn.Linear(3, 4, dtype="bfloat16"), nn.Linear(4, 2, dtype="float64"))
+    arena = GradArena(model.named_parameters())
+    f32, f64 = arena.buffers[np.dtype(np.float32)].size, arena.buffers[np.dtype(np.float64)].size
+    assert repr(arena) == f"GradArena(4 params, float32[{f32}], float64[{f64}], {f32 * 4 + f64 * 8} bytes)"
