@@ -565,3 +565,32 @@ def test_nan_in_bfloat16_weights_is_refused(saved: dict[str, tuple[dict, dict]],
     with pytest.raises(CheckpointError, match=_refused(MODEL, "'module.0.weight' holds 1 non-finite value(s) "
                                                               "(NaN or inf)")):
         _check(learner, arrays, state)
+
+
+class _WithPhase(nn.Module):
+    """A model with a complex buffer (a phase it is saved with, not trained)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(6, 2, rng=np.random.default_rng(0))
+        self.phase = nn.Buffer(np.ones(3, np.complex64))
+
+    def forward(self, x: Any) -> Any:
+        return self.linear(x)
+
+
+def test_an_infinite_imaginary_part_of_a_complex_buffer_is_refused(
+        saved: dict[str, tuple[dict, dict]], tmp_path: Path) -> None:
+    arrays, state = _copy(saved)
+    _at_a_window_boundary(state)
+    state["optimizer"]["scalars"] = {}
+    learner = _learner(tmp_path, model=_WithPhase())
+    model = learner.step_model
+    weights = {name: np.array(p.numpy()) for name, p in model.named_parameters()}
+    weights.update({name: np.array(buffer.value) for name, buffer in model.named_buffers()})
+    arrays = {"model": weights, "optimizer": {}, "accumulator": {}}
+    _check(learner, arrays, state)
+    weights["module.phase"][1] = complex(1.0, np.inf)
+    with pytest.raises(CheckpointError, match=_refused(MODEL, "'module.phase' holds 1 non-finite value(s) "
+                                                              "(NaN or inf)")):
+        _check(learner, arrays, state)
