@@ -99,8 +99,8 @@ def _check_record(state: Any) -> None:
     _at_least(_need(state, "epoch", _INT, top), 0, "epoch")
     next_batch = _at_least(_need(state, "next_batch", _INT, top), 0, "next_batch")
     _at_least(_need(state, "step", _INT, top), 0, "step")
-    world = _need(state, "world_size", _INT, top, optional=True) or 1
-    _at_least(world, 1, "world_size")
+    # absent from the records of earlier versions (one process); present, a count: 0 or null is refused, not read as 1
+    world = _at_least(_need(state, "world_size", _INT, top) if "world_size" in state else 1, 1, "world_size")
     _need(state, "validated", _BOOL, top, optional=True)
     _check_rng(_need(state, "rng", _DICT, top), "rng")
     ranks = _need(state, "rng_ranks", _LIST, top, optional=True)
@@ -200,7 +200,8 @@ def _array(file: str, name: str, value: Any, shape: tuple[int, ...], dtype: np.d
         raise _ContentError(file, f"{name!r} has shape {tuple(value.shape)}, expected {tuple(shape)}")
     if value.dtype != dtype:
         raise _ContentError(file, f"{name!r} is {value.dtype.name}, expected {np.dtype(dtype).name}")
-    if finite and value.dtype.kind in "fc":
+    # bfloat16 (ml_dtypes) is of kind "V", not "f": named, or its NaN weights would pass
+    if finite and (value.dtype.kind in "fc" or value.dtype.name in _SIXTEEN_BIT):
         bad = int(np.count_nonzero(~np.isfinite(value.astype(np.float64) if value.dtype.itemsize < 4 else value)))
         if bad:
             raise _ContentError(file, f"{name!r} holds {bad} non-finite value(s) (NaN or inf)")

@@ -5,6 +5,7 @@ is wrong and the file, before anything is loaded."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shutil
@@ -18,8 +19,10 @@ from safetensors.numpy import load_file, save_file
 
 from minitorch_accum import nn, optim
 from minitorch_accum.data import ArrayDataset, DataLoader
-from minitorch_accum.train import CheckpointError, LearnerBuilder
+from minitorch_accum.train import CheckpointError, FileCheckpointer, LearnerBuilder
 from minitorch_accum.train.checkpoint.record import group_entry, record_checksum
+from minitorch_accum.train.checkpoint_contents import check_checkpoint_contents, check_checkpoint_record
+from minitorch_accum.train.window_record import WindowTotals
 
 STATE, MODEL, OPTIMIZER = "state.json", "model.safetensors", "optimizer.safetensors"
 
@@ -141,3 +144,453 @@ def test_an_untouched_checkpoint_still_resumes(saved_run: Path, tmp_path: Path) 
     shutil.copytree(saved_run, run)
     _, history = _builder(run).build(_model(seed=7), optim.AdamW(lr=0.01)).fit(_data(), resume=True)
     assert [record["step"] for record in history.steps] == [1, 2, 3, 4]
+
+
+# ---------------------------------------------------------------------------------------------
+# Field by field: a valid record with ONE field corrupted, checked directly (no resume), so each
+# refusal's whole line is asserted: the file, the field and where it is, and the bound it broke.
+
+HERE = Path("ckpt")  # the checkpoint a message names; the checks read nothing from it
+
+
+def _refused(file: str, text: str, checkpoint: object = HERE) -> str:
+    return "^" + re.escape(f"checkpoint {checkpoint}: {file}: {text}; nothing was loaded") + "$"
+
+
+@pytest.fixture(scope="module")
+def saved(saved_run: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict]]:
+    """(arrays, state) of the latest checkpoint (mid-window, step 2) of runs of each store kind."""
+    runs = {"adamw": saved_run}
+    for kind, change in (("fp16", lambda b: b.mixed_precision("fp16")), ("compensated", lambda b: b.compensated()),
+                         ("containers", lambda b: b.fusion("none"))):
+        runs[kind] = tmp_path_factory.mktemp(kind)
+        change(_builder(runs[kind])).build(_model(), optim.AdamW(lr=0.01)).fit(_data())
+    loaded = {kind: FileCheckpointer(run / "checkpoints").load_checkpoint() for kind, run in runs.items()}
+    return {kind: (checkpoint.arrays, checkpoint.state) for kind, checkpoint in loaded.items()}
+
+
+def _copy(saved: dict[str, tuple[dict, dict]], kind: str = "adamw") -> tuple[dict, dict]:
+    arrays, state = saved[kind]
+    return {group: dict(values) for group, values in arrays.items()}, copy.deepcopy(state)
+
+
+def _at_a_window_boundary(state: dict) -> None:
+    state.update(next_batch=0)
+    state["accumulator"].update(micro_step=0, items=0)
+    state["window"].update(micro=0, items=0)
+
+
+def _world(size: int, ranks: Callable[[dict], Any] | None) -> Callable[[dict], Any]:
+    def change(state: dict) -> None:
+        state["world_size"] = size
+        state["rng_ranks"] = None if ranks is None else ranks(state["rng"])
+    return change
+
+
+def _in(key: str, change: Callable[[dict], Any]) -> Callable[[dict], Any]:
+    return lambda state: change(state[key])
+
+
+def _put(key: str, value: Any) -> Callable[[dict], Any]:
+    return lambda table: table.__setitem__(key, copy.deepcopy(value))
+
+
+WINDOW_KEYS = sorted(WindowTotals().state())
+
+RECORD_REFUSALS = {
+    "no epoch": (_drop("epoch"), "lacks 'epoch'"),
+    "epoch null": (_put("epoch", None), "'epoch' is NoneType None, not an int"),
+    "epoch below 0": (_put("epoch", -1), "'epoch' is -1, below 0"),
+    "no next_batch": (_drop("next_batch"), "lacks 'next_batch'"),
+    "next_batch below 0": (_put("next_batch", -1), "'next_batch' is -1, below 0"),
+    "no step": (_drop("step"), "lacks 'step'"),
+    "step below 0": (_put("step", -1), "'step' is -1, below 0"),
+    "world_size as text": (_put("world_size", "2"), "'world_size' is str '2', not an int"),
+    "world_size null": (_put("world_size", None), "'world_size' is NoneType None, not an int"),
+    "world_size 0": (_put("world_size", 0), "'world_size' is 0, below 1"),
+    "world_size below 0": (_put("world_size", -1), "'world_size' is -1, below 1"),
+    "validated as text": (_put("validated", "yes"), "'validated' is str 'yes', not a bool"),
+    "rng not an object": (_put("rng", [1]), "'rng' is list [1], not an object"),
+    "rng without its generator": (_in("rng", _drop("bit_generator")), "lacks rng['bit_generator']"),
+    "rng of an unknown generator": (_in("rng", _put("bit_generator", "Nope")),
+                                    "'rng' names the bit generator 'Nope', which NumPy does not have"),
+    "rng of a Generator, no bit generator": (_in("rng", _put("bit_generator", "Generator")),
+                                             "'rng' names the bit generator 'Generator', which NumPy does not have"),
+    "rng of a function": (_in("rng", _put("bit_generator", "seed")),
+                          "'rng' names the bit generator 'seed', which NumPy does not have"),
+    "rng_ranks as text": (_put("rng_ranks", "x"), "'rng_ranks' is str 'x', not a list"),
+    "2 ranks, no rng_ranks": (_world(2, None), "'rng_ranks' must hold the RNG state of each of the 2 ranks"),
+    "2 ranks, 1 rng": (_world(2, lambda rng: [rng]), "'rng_ranks' must hold the RNG state of each of the 2 ranks"),
+    "3 ranks, 2 rngs": (_world(3, lambda rng: [rng, rng]),
+                        "'rng_ranks' must hold the RNG state of each of the 3 ranks"),
+    "rank 1's rng unknown": (_world(2, lambda rng: [rng, {**rng, "bit_generator": "Nope"}]),
+                             "'rng_ranks[1]' names the bit generator 'Nope', which NumPy does not have"),
+    "rank 1's rng a number": (_world(2, lambda rng: [rng, 5]), "rng_ranks[1] is not an object"),
+    "rank 0's rng without its generator": (_world(2, lambda rng: [{"state": rng["state"]}, rng]),
+                                           "lacks rng_ranks[0]['bit_generator']"),
+    "settings a list": (_put("settings", []), "'settings' is list [], not an object"),
+    "neither settings nor config": (lambda s: (s.pop("settings"), s.pop("config")), "lacks 'config'"),
+    "no settings, config a number": (lambda s: (s.pop("settings"), s.__setitem__("config", 5)),
+                                     "'config' is int 5, not an object"),
+    "scheduler a number": (_put("scheduler", 5), "'scheduler' is int 5, not an object"),
+    "no accumulator": (_drop("accumulator"), "lacks 'accumulator'"),
+    "step_count below 0": (_in("optimizer", _put("step_count", -1)), "'step_count' is -1, below 0"),
+    "no skipped_steps": (_in("optimizer", _drop("skipped_steps")), "lacks optimizer['skipped_steps']"),
+    "skipped_steps below 0": (_in("optimizer", _put("skipped_steps", -1)), "'skipped_steps' is -1, below 0"),
+    "no hyperparameters": (_in("optimizer", _drop("hyperparameters")), "lacks optimizer['hyperparameters']"),
+    "no optimizer scalars": (_in("optimizer", _drop("scalars")), "lacks optimizer['scalars']"),
+    "a parameter's scalars a number": (_in("optimizer", _in("scalars", _put("module.0.bias", 5))),
+                                       "the optimizer scalars of 'module.0.bias' are not an object"),
+    "no accumulation steps": (_in("accumulator", _drop("steps")), "lacks accumulator['steps']"),
+    "accumulation steps 0": (_in("accumulator", _put("steps", 0)), "'steps' is 0, below 1"),
+    "no reduction": (_in("accumulator", _drop("reduction")), "lacks accumulator['reduction']"),
+    "no fusion": (_in("accumulator", _drop("fusion")), "lacks accumulator['fusion']"),
+    "no micro_step": (_in("accumulator", _drop("micro_step")), "lacks accumulator['micro_step']"),
+    "micro_step below 0": (_in("accumulator", _put("micro_step", -1)), "'micro_step' is -1, below 0"),
+    "no accumulator items": (_in("accumulator", _drop("items")), "lacks accumulator['items']"),
+    "accumulator items below 0": (_in("accumulator", _put("items", -1)), "'items' is -1, below 0"),
+    "no window_index": (_in("accumulator", _drop("window_index")), "lacks accumulator['window_index']"),
+    "window_index below 0": (_in("accumulator", _put("window_index", -1)), "'window_index' is -1, below 0"),
+    "no skipped_windows": (_in("accumulator", _drop("skipped_windows")), "lacks accumulator['skipped_windows']"),
+    "a skipped window as text": (_in("accumulator", _put("skipped_windows", [1, "2"])),
+                                 "'skipped_windows' must list window numbers (ints)"),
+    "no store": (_in("accumulator", _drop("store")), "lacks accumulator['store']"),
+    "loss_scaler a number": (_in("accumulator", _put("loss_scaler", 5)), "'loss_scaler' is int 5, not an object"),
+    "a window beyond its position": (_put("next_batch", 2),
+                                     "the window holds 3 micro-batches, but its position is micro-batch 2"),
+    "a window of an unknown key": (_in("window", _put("extra", 1)),
+                                   f"'window' holds the keys {sorted([*WINDOW_KEYS, 'extra'])}, "
+                                   f"expected {WINDOW_KEYS}"),
+    "a window without peak": (_in("window", _drop("peak")),
+                              f"'window' holds the keys {[k for k in WINDOW_KEYS if k != 'peak']}, "
+                              f"expected {WINDOW_KEYS}"),
+    "window loss as text": (_in("window", _put("loss_sum", "1.5")), "'loss_sum' is str '1.5', not a number"),
+    "window correct as text": (_in("window", _put("correct", "20")), "'correct' is str '20', not an int"),
+    "window array_peak a float": (_in("window", _put("array_peak", 1.5)), "'array_peak' is float 1.5, not an int"),
+    "window items disagree": (_in("window", _put("items", 25)),
+                              "the window records 25 items in 3 micro-batches, the accumulator 24 items in 3"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RECORD_REFUSALS))
+def test_a_record_with_one_field_wrong_is_refused_naming_the_field_and_where_it_is(
+        case: str, saved: dict[str, tuple[dict, dict]]) -> None:
+    change, text = RECORD_REFUSALS[case]
+    _, state = _copy(saved)
+    change(state)
+    with pytest.raises(CheckpointError, match=_refused(STATE, text)):
+        check_checkpoint_record(state, HERE)
+
+
+RECORD_ACCEPTED = {
+    "as saved": lambda s: None,
+    "at the start of an epoch (next_batch 0)": _at_a_window_boundary,
+    "at the very start (epoch 0, step 0)": lambda s: (_at_a_window_boundary(s), s.update(epoch=0, step=0)),
+    "a window of one micro-batch (steps 1)": _in("accumulator", _put("steps", 1)),
+    "of an earlier version without world_size": _drop("world_size"),
+    "without validated": _drop("validated"),
+    "of 2 ranks with an rng each": _world(2, lambda rng: [rng, rng]),
+    "with settings and without config": _drop("config"),
+    "of an earlier version with config, without settings": _drop("settings"),
+    "with a loss scaler's state": _in("accumulator", _put("loss_scaler", {"scale": 1024.0, "clean_windows": 3})),
+    "with skipped windows": _in("accumulator", _put("skipped_windows", [1, 3])),
+    "without correct or array_peak counted": _in("window", lambda w: w.update(correct=None, array_peak=None)),
+    "with the window exactly at its position": lambda s: s.update(next_batch=3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RECORD_ACCEPTED))
+def test_a_record_within_every_bound_is_accepted(case: str, saved: dict[str, tuple[dict, dict]]) -> None:
+    _, state = _copy(saved)
+    RECORD_ACCEPTED[case](state)
+    check_checkpoint_record(state, HERE)
+
+
+def test_a_record_that_is_not_an_object_is_refused() -> None:
+    with pytest.raises(CheckpointError, match=_refused(STATE, "the state is not an object")):
+        check_checkpoint_record([], HERE)
+
+
+def test_a_refusal_on_a_rank_that_did_not_read_the_checkpoint_says_which_one_it_is(
+        saved: dict[str, tuple[dict, dict]]) -> None:
+    _, state = _copy(saved)
+    state["step"] = -3
+    with pytest.raises(CheckpointError, match=_refused(STATE, "'step' is -3, below 0", "the checkpoint rank 0 read")):
+        check_checkpoint_record(state, None)
+
+
+class _KeepsHistory(optim.lr_scheduler.LRScheduler):
+    """A scheduler of the user's whose state holds a list it restores in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.history: list[float] = []
+
+    def lr_at(self, step: int) -> float:
+        return 0.01
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "history": list(self.history)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.history[:] = state["history"]
+
+
+class _SaysForMomentumOnly(optim.SGD):
+    """An SGD that declares the arrays it keeps only for groups with momentum (None: not said)."""
+
+    def state_array_slots(self, settings: dict[str, Any]) -> tuple[str, ...] | None:
+        return ("momentum_buffer",) if settings["momentum"] else None
+
+
+def _learner(directory: Path, kind: str = "adamw", optimizer: optim.Optimizer | None = None,
+             change: Callable[[LearnerBuilder], LearnerBuilder] = lambda b: b,
+             model: nn.Module | None = None) -> Any:
+    builder = change(_builder(directory))
+    builder = {"fp16": lambda b: b.mixed_precision("fp16"), "compensated": lambda b: b.compensated(),
+               "containers": lambda b: b.fusion("none")}.get(kind, lambda b: b)(builder)
+    return builder.build(model or _model(seed=7), optimizer or optim.AdamW(lr=0.01))
+
+
+def _check(learner: Any, arrays: dict, state: dict) -> None:
+    check_checkpoint_record(state, HERE)
+    check_checkpoint_contents(learner, arrays, state, _data(), HERE)
+
+
+def _arrays(group: str, change: Callable[[dict], Any]) -> Callable[[dict, dict], Any]:
+    return lambda arrays, state: change(arrays[group])
+
+
+def _state(change: Callable[[dict], Any]) -> Callable[[dict, dict], Any]:
+    return lambda arrays, state: change(state)
+
+
+def _zeros(*shape: int) -> np.ndarray:
+    return np.zeros(shape, np.float32)
+
+
+def _without_group(group: str) -> Callable[[dict, dict], Any]:
+    return lambda arrays, state: arrays.pop(group)
+
+
+ACCUMULATOR = "accumulator.safetensors"
+CONTENTS_REFUSALS = {
+    "next_batch beyond the data": ("adamw", _state(_put("next_batch", 7)), STATE,
+                                   "'next_batch' is 7, beyond the 6 micro-batches of an epoch of this data"),
+    "hyperparameters this optimizer refuses": ("adamw", _state(_in("optimizer", _in("hyperparameters",
+                                                                                    _put("lr", -1)))), STATE,
+                                               "'optimizer' does not fit this run (ValueError: lr must be a "
+                                               "positive number, got -1)"),
+    "a loss scaler's state without its clean windows": (
+        "fp16", _state(_in("accumulator", _put("loss_scaler", {"scale": 8.0}))), STATE,
+        "'loss_scaler' does not fit this run (KeyError: 'clean_windows')"),
+    "no model arrays": ("adamw", _without_group("model"), MODEL,
+                        "lacks 'module.0.bias', 'module.0.weight', 'module.2.bias', 'module.2.weight'"),
+    "a weight missing": ("adamw", _arrays("model", _drop("module.0.weight")), MODEL, "lacks 'module.0.weight'"),
+    "a weight the model does not have": ("adamw", _arrays("model", _put("extra", _zeros(2))), MODEL,
+                                         "holds 'extra', which Classifier does not have"),
+    "two weights the model does not have": ("adamw", _arrays("model", lambda v: v.update(a=_zeros(1), b=_zeros(1))),
+                                            MODEL, "holds 'a', 'b', which Classifier does not have"),
+    "a weight missing and one unknown": ("adamw", _arrays("model", lambda v: (v.pop("module.2.bias"),
+                                                                              v.update(extra=_zeros(2)))),
+                                         MODEL, "lacks 'module.2.bias'; holds 'extra', which Classifier does not "
+                                                "have"),
+    "no optimizer arrays": ("adamw", _without_group("optimizer"), OPTIMIZER,
+                            "the state of 'module.0.weight' lacks exp_avg, exp_avg_sq"),
+    "a moment under a longer name": ("adamw", _arrays("optimizer", _put("module.0.weight/exp_avg/x", _zeros(6, 8))),
+                                     OPTIMIZER, "'module.0.weight/exp_avg/x' names the parameter "
+                                                "'module.0.weight/exp_avg', which Classifier does not have"),
+    "a slot AdamW does not keep": ("adamw", _arrays("optimizer", _put("module.2.bias/momentum_buffer", _zeros(2))),
+                                   OPTIMIZER, "the state of 'module.2.bias' holds momentum_buffer, which AdamW does "
+                                              "not keep"),
+    "two slots AdamW does not keep": ("adamw", _arrays("optimizer", lambda v: v.update({
+        "module.2.bias/momentum_buffer": _zeros(2), "module.2.bias/a": _zeros(2)})), OPTIMIZER,
+        "the state of 'module.2.bias' holds a, momentum_buffer, which AdamW does not keep"),
+    "scalars of a parameter the model does not have": (
+        "adamw", _state(_in("optimizer", _in("scalars", _put("module.9.weight", {})))), STATE,
+        "the optimizer state names the parameter 'module.9.weight', which the model does not have"),
+    "moments of a parameter without scalars, one dropped": (
+        "adamw", lambda arrays, state: (state["optimizer"]["scalars"].pop("module.0.weight"),
+                                        arrays["optimizer"].pop("module.0.weight/exp_avg_sq")),
+        OPTIMIZER, "the state of 'module.0.weight' lacks exp_avg_sq"),
+    "a 16-bit parameter's master copy dropped": ("fp16", _arrays("optimizer", _drop("module.2.bias/master")),
+                                                 OPTIMIZER, "the state of 'module.2.bias' lacks master"),
+    "a 16-bit parameter's moment of its own dtype": (
+        "fp16", _arrays("optimizer", lambda v: v.__setitem__("module.2.bias/exp_avg",
+                                                             v["module.2.bias/exp_avg"].astype(np.float16))),
+        OPTIMIZER, "'module.2.bias/exp_avg' is float16, expected float32"),
+    "no accumulator arrays mid-window": ("adamw", _without_group("accumulator"), ACCUMULATOR,
+                                         "holds [], expected ['arena/float32']"),
+    "an arena of another size": ("adamw", _arrays("accumulator", _put("arena/float32", _zeros(95))), ACCUMULATOR,
+                                 "'arena/float32' has shape (95,), expected (96,)"),
+    "an arena of another dtype": ("adamw", _arrays("accumulator", _put("arena/float32", np.zeros(96))), ACCUMULATOR,
+                                  "'arena/float32' is float64, expected float32"),
+    "a compensated run without its compensation": (
+        "compensated", _arrays("accumulator", _drop("compensation/float32")), ACCUMULATOR,
+        "holds ['arena/float32'], expected ['arena/float32', 'compensation/float32']"),
+    "a compensation a plain run does not keep": (
+        "adamw", _arrays("accumulator", _put("compensation/float32", _zeros(96))), ACCUMULATOR,
+        "holds ['arena/float32', 'compensation/float32'], expected ['arena/float32']"),
+    "a gradient of a parameter the model does not have": (
+        "containers", _arrays("accumulator", _put("grad/module.9.weight", _zeros(2))), ACCUMULATOR,
+        "holds 'grad/module.9.weight', no parameter's gradient"),
+    "gradients under names that are none": (
+        "containers", _arrays("accumulator", lambda v: v.update({"other/module.0.weight": _zeros(6, 8),
+                                                                 "grad/x/module.0.weight": _zeros(6, 8)})),
+        ACCUMULATOR, "holds 'other/module.0.weight', 'grad/x/module.0.weight', no parameter's gradient"),
+    "a gradient of another shape": ("containers", _arrays("accumulator", _put("grad/module.2.bias", _zeros(3))),
+                                    ACCUMULATOR, "'grad/module.2.bias' has shape (3,), expected (2,)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONTENTS_REFUSALS))
+def test_contents_that_do_not_fit_the_learner_are_refused_naming_the_file_and_what(
+        case: str, saved: dict[str, tuple[dict, dict]], tmp_path: Path) -> None:
+    kind, change, file, text = CONTENTS_REFUSALS[case]
+    arrays, state = _copy(saved, kind)
+    change(arrays, state)
+    with pytest.raises(CheckpointError, match=_refused(file, text)):
+        _check(_learner(tmp_path, kind), arrays, state)
+
+
+CONTENTS_ACCEPTED = {
+    "as saved": ("adamw", lambda arrays, state: None),
+    "mixed precision (fp16) as saved": ("fp16", lambda arrays, state: None),
+    "compensated as saved": ("compensated", lambda arrays, state: None),
+    "summed containers as saved": ("containers", lambda arrays, state: None),
+    "at the end of an epoch (next_batch 6)": ("adamw", _state(_put("next_batch", 6))),
+    "a scheduler's state for a run without one": ("adamw", _state(_put("scheduler", {"steps_taken": 2}))),
+    "a loss scaler's state for a run without one": (
+        "adamw", _state(_in("accumulator", _put("loss_scaler", {"scale": 8.0, "clean_windows": 0})))),
+    "a mixed-precision run's scaler never saved": ("fp16", _state(_in("accumulator", _put("loss_scaler", None)))),
+    # a window may hold a non-finite gradient: its step is then skipped, so it is resumed as it was
+    "a window holding a NaN gradient": ("adamw", _arrays("accumulator", _with_nan("arena/float32"))),
+    "a compensated window holding an inf": (
+        "compensated", _arrays("accumulator", lambda v: v.__setitem__("compensation/float32",
+                                                                      np.full(96, np.inf, np.float32)))),
+    "summed containers holding a NaN gradient": ("containers", _arrays("accumulator",
+                                                                       _with_nan("grad/module.0.weight"))),
+    "between windows, no accumulator arrays": (
+        "adamw", lambda arrays, state: (_at_a_window_boundary(state), arrays.pop("accumulator"))),
+    "moments of a parameter without scalars": (
+        "adamw", _state(_in("optimizer", _in("scalars", _drop("module.0.weight"))))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONTENTS_ACCEPTED))
+def test_contents_that_fit_the_learner_are_accepted(case: str, saved: dict[str, tuple[dict, dict]],
+                                                    tmp_path: Path) -> None:
+    kind, change = CONTENTS_ACCEPTED[case]
+    arrays, state = _copy(saved, kind)
+    change(arrays, state)
+    _check(_learner(tmp_path, kind), arrays, state)
+
+
+def test_a_scheduler_state_the_run_s_scheduler_cannot_take_is_refused(
+        saved: dict[str, tuple[dict, dict]], tmp_path: Path) -> None:
+    arrays, state = _copy(saved)
+    learner = _learner(tmp_path, change=lambda b: b.lr_scheduler(optim.lr_scheduler.StepLR(0.01, 2)))
+    _check(learner, arrays, state)  # saved without a scheduler: this run's starts afresh
+    state["scheduler"] = {"steps": 2}
+    with pytest.raises(CheckpointError, match=_refused(STATE, "'scheduler' does not fit this run "
+                                                              "(KeyError: 'steps_taken')")):
+        _check(learner, arrays, state)
+
+
+def test_a_refused_checkpoint_leaves_the_run_s_scheduler_as_it_was(
+        saved: dict[str, tuple[dict, dict]], tmp_path: Path) -> None:
+    scheduler = _KeepsHistory()
+    scheduler.history[:] = [0.5]
+    arrays, state = _copy(saved)
+    state["scheduler"] = {"steps_taken": 9, "history": [0.1, 0.2]}  # fits; the model arrays do not
+    arrays["model"]["module.0.weight"] = np.full((6, 8), np.nan, np.float32)
+    with pytest.raises(CheckpointError, match=_refused(MODEL, "'module.0.weight' holds 48 non-finite value(s) "
+                                                              "(NaN or inf)")):
+        _check(_learner(tmp_path, change=lambda b: b.lr_scheduler(scheduler)), arrays, state)
+    assert scheduler.history == [0.5] and scheduler.steps_taken == 0
+
+
+def test_hyperparameters_are_not_checked_when_the_run_keeps_its_own(
+        saved: dict[str, tuple[dict, dict]], tmp_path: Path) -> None:
+    arrays, state = _copy(saved)
+    state["optimizer"]["hyperparameters"]["lr"] = -1
+    _check(_learner(tmp_path, change=lambda b: b.allow_config_change()), arrays, state)
+
+
+def test_moments_are_required_only_of_the_parameters_an_optimizer_group_updates(
+        saved: dict[str, tuple[dict, dict]], tmp_path: Path) -> None:
+    model = _model(seed=7)
+    last = [p for name, p in model.named_parameters() if name.startswith("2.")]
+    optimizer = optim.AdamW([{"params": last}], lr=0.01)
+    arrays, state = _copy(saved)
+    state["optimizer"]["hyperparameters"] = optimizer.hyperparameters()
+    learner = _learner(tmp_path, optimizer=optimizer, model=model)
+    arrays["optimizer"] = {k: v for k, v in arrays["optimizer"].items() if not k.startswith("module.0.weight/")}
+    _check(learner, arrays, state)  # module.0.* is frozen: whatever it holds is not asked for
+    arrays["optimizer"].pop("module.2.bias/exp_avg")  # after the frozen ones in the state's order
+    with pytest.raises(CheckpointError, match=_refused(OPTIMIZER, "the state of 'module.2.bias' lacks exp_avg")):
+        _check(learner, arrays, state)
+
+
+def test_moments_are_required_of_every_group_whose_arrays_the_optimizer_declares(
+        saved: dict[str, tuple[dict, dict]], tmp_path: Path) -> None:
+    model = _model(seed=7)
+    params = {f"module.{name}": p for name, p in model.named_parameters()}  # the learner's names
+    optimizer = _SaysForMomentumOnly([{"params": [params["module.0.weight"], params["module.0.bias"]]},
+                                      {"params": [params["module.2.weight"], params["module.2.bias"]],
+                                       "momentum": 0.9}], lr=0.1)
+    arrays, state = _copy(saved)
+    state["optimizer"]["hyperparameters"] = optimizer.hyperparameters()
+    state["optimizer"]["scalars"] = {name: {} for name in params}  # module.0.* first
+    arrays["optimizer"] = {"module.2.weight/momentum_buffer": _zeros(8, 2), "module.2.bias/momentum_buffer": _zeros(2)}
+    learner = _learner(tmp_path, optimizer=optimizer, model=model)
+    _check(learner, arrays, state)
+    arrays["optimizer"].pop("module.2.bias/momentum_buffer")
+    with pytest.raises(CheckpointError, match=_refused(OPTIMIZER, "the state of 'module.2.bias' lacks "
+                                                                  "momentum_buffer")):
+        _check(learner, arrays, state)
+
+
+def test_nan_in_bfloat16_weights_is_refused(saved: dict[str, tuple[dict, dict]], tmp_path: Path) -> None:
+    arrays, state = _copy(saved)
+    learner = _learner(tmp_path, change=lambda b: b.mixed_precision("bf16"))
+    weights = {name: p.numpy().copy() for name, p in learner.step_model.named_parameters()}
+    assert weights["module.0.weight"].dtype.name == "bfloat16"
+    arrays["model"] = weights
+    arrays["optimizer"] = {}
+    state["optimizer"]["scalars"] = {}
+    _check(learner, arrays, state)
+    weights["module.0.weight"].flat[5] = np.nan
+    with pytest.raises(CheckpointError, match=_refused(MODEL, "'module.0.weight' holds 1 non-finite value(s) "
+                                                              "(NaN or inf)")):
+        _check(learner, arrays, state)
+
+
+class _WithPhase(nn.Module):
+    """A model with a complex buffer (a phase it is saved with, not trained)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(6, 2, rng=np.random.default_rng(0))
+        self.phase = nn.Buffer(np.ones(3, np.complex64))
+
+    def forward(self, x: Any) -> Any:
+        return self.linear(x)
+
+
+def test_an_infinite_imaginary_part_of_a_complex_buffer_is_refused(
+        saved: dict[str, tuple[dict, dict]], tmp_path: Path) -> None:
+    arrays, state = _copy(saved)
+    _at_a_window_boundary(state)
+    state["optimizer"]["scalars"] = {}
+    learner = _learner(tmp_path, model=_WithPhase())
+    model = learner.step_model
+    weights = {name: np.array(p.numpy()) for name, p in model.named_parameters()}
+    weights.update({name: np.array(buffer.value) for name, buffer in model.named_buffers()})
+    arrays = {"model": weights, "optimizer": {}, "accumulator": {}}
+    _check(learner, arrays, state)
+    weights["module.phase"][1] = complex(1.0, np.inf)
+    with pytest.raises(CheckpointError, match=_refused(MODEL, "'module.phase' holds 1 non-finite value(s) "
+                                                              "(NaN or inf)")):
+        _check(learner, arrays, state)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from minitorch_accum.cli.main import build_parser
 from minitorch_accum.optim import SGD, AdamW
 from minitorch_accum.train import LearnerBuilder
 from minitorch_accum.train.run_settings import compare_settings, record_settings, upgrade_record
-from minitorch_accum.train.setting_kinds import Choice, Flag, Integer, Number, Optional, positive_int
+from minitorch_accum.train.setting_kinds import Choice, Flag, Integer, Kind, Number, Optional, positive_int
 from minitorch_accum.train.settings import SETTINGS, TRAINING_COMMANDS, LearnerConfig, read_options, setting
 
 RECORDED = [row for row in SETTINGS if row.target == "learner" and not row.resume]
@@ -154,3 +155,104 @@ def test_a_record_of_before_the_table_compares_what_it_recorded() -> None:
     # a record without run. from the table's time: settings it lacks are not compared
     api_only = {key: value for key, value in tableless.items() if key != "run"}
     assert compare_settings(api_only, current) == []
+
+
+@pytest.mark.parametrize(("kind", "description"), [
+    (Kind(), "any value"), (Flag(), "true or false"), (Integer(), "an int"), (Integer(0), "a non-negative int"),
+    (Integer(1), "a positive int"), (Integer(3), "an int of at least 3"), (Number(), "a finite number"),
+    (Number(positive=True), "a positive finite number"), (Choice((2, 4)), "one of 2, 4"),
+    (Optional(Flag()), "None or true or false"), (Optional(Kind()), "None or any value"),
+])
+def test_each_kind_describes_the_values_it_takes(kind: Any, description: str) -> None:
+    assert kind.describe() == description
+
+
+@pytest.mark.parametrize(("kind", "good", "bad", "message"), [
+    (Integer(), -4, "3", "an int, got '3'"), (Integer(0), 0, -1, "a non-negative int, got -1"),
+    (Integer(3), 3, 2, "an int of at least 3, got 2"), (Number(), -2.5, float("inf"), "a finite number, got inf"),
+])
+def test_a_refusal_says_which_values_the_kind_takes(kind: Any, good: Any, bad: Any, message: str) -> None:
+    assert kind.check("x", good) == good
+    with pytest.raises(ValueError, match=rf"^x must be {message}$"):
+        kind.check("x", bad)
+
+
+def test_positive_int_names_no_setting_in_its_argparse_error() -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^must be a positive int, got 0$"):
+        positive_int("0")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^must be a positive int, got 'two'$"):
+        positive_int("two")
+
+
+@pytest.mark.parametrize(("schedule", "error", "message"), [
+    ({0: 2, -1: 3}, ValueError, r"^accumulation_schedule: epochs must be non-negative ints, got -1$"),
+    ({0: 2, True: 3}, ValueError, r"^accumulation_schedule: epochs must be non-negative ints, got True$"),
+    ({0: 2, "3": 3}, ValueError, r"^accumulation_schedule: epochs must be non-negative ints, got '3'$"),
+    ({0: 2, 3: 0}, ValueError, r"^accumulation_schedule\[3\] \(k\) must be a positive int, got 0$"),
+    ({1: 2}, ValueError, r"^accumulation_schedule needs an entry for epoch 0$"),
+])
+def test_an_accumulation_schedule_is_refused_naming_the_bad_entry(schedule: Any, error: type,
+                                                                  message: str) -> None:
+    with pytest.raises(error, match=message):
+        setting("accumulation_schedule").check(schedule)
+
+
+def test_devices_metrics_and_scheduler_are_checked_naming_the_setting() -> None:
+    devices = setting("devices")
+    assert devices.check(["cpu", "CUDA:1"]) == ("cpu", "cuda:1") and devices.check("cuda") == ("cuda:0",)
+    with pytest.raises(ValueError, match=r"^devices needs at least one device$"):
+        devices.check([])
+    metrics = setting("metrics")
+    assert metrics.check("loss") == ("loss",) and metrics.check(["lr", "loss", "lr"]) == ("lr", "loss")
+    with pytest.raises(ValueError, match=r"^unknown metric 'ppl': expected one of loss, accuracy, items_per_second, "
+                                         r"grad_norm, lr, peak_memory$"):
+        metrics.check(["loss", "ppl"])
+    with pytest.raises(TypeError, match=r"^lr_scheduler expects an LRScheduler, got int$"):
+        setting("lr_scheduler").check(3)
+
+
+def test_the_figure_is_a_png_file_name_whatever_the_case_of_its_suffix() -> None:
+    figure = setting("figure")
+    assert figure.check("out/window.png") == Path("out/window.png")
+    assert figure.check(Path("W.PNG")) == Path("W.PNG")
+    assert figure.check(None) is None
+    for bad in ["window.svg", "png", 5]:
+        with pytest.raises(ValueError, match=rf"^figure must be a file name ending in \.png, got {bad!r}$"):
+            figure.check(bad)
+
+
+def test_a_progress_setting_refusal_offers_the_modes_and_a_progress() -> None:
+    with pytest.raises(ValueError, match=r"^progress must be one of auto, rich, plain, none, or a Progress, "
+                                         r"got 'loud'$"):
+        setting("progress").check("loud")
+
+
+def test_learner_config_is_a_named_picklable_dataclass_of_this_module() -> None:
+    config = LearnerConfig(directory=Path("run"), grads_accumulation=4)
+    assert repr(config).startswith("LearnerConfig(directory=PosixPath('run'), grads_accumulation=4,")
+    assert pickle.loads(pickle.dumps(config)) == config
+
+
+def test_help_shows_each_options_help_line_and_its_values(capsys: pytest.CaptureFixture) -> None:
+    parser = build_parser()
+    for command in TRAINING_COMMANDS:
+        with pytest.raises(SystemExit):
+            parser.parse_args([command, "--help"])
+        text = "".join(capsys.readouterr().out.split())  # argparse wraps lines anywhere between words
+        for row in SETTINGS:
+            if row.flag is not None and command in row.commands:
+                assert "".join(row.help.split()) in text, (command, row.flag)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train", "--help"])
+    usage = capsys.readouterr().out
+    for shown in ["[--accum ACCUM]", "[--micro-batch MICRO_BATCH]", "[--reduction {mean,sum,items,mean_nominal}]",
+                  "[--distributed {auto,mpi,nccl,local}]", "[--compensated]"]:
+        assert shown in usage, shown
+
+
+@pytest.mark.parametrize("option", [["--reduction", "avg"], ["--distributed", "tcp"]])
+def test_a_value_outside_an_options_choices_is_an_argparse_error(option: list[str],
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", *option])
+    assert f"argument {option[0]}: invalid choice: '{option[1]}'" in capsys.readouterr().err
