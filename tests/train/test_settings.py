@@ -154,3 +154,33 @@ def test_a_record_of_before_the_table_compares_what_it_recorded() -> None:
     # a record without run. from the table's time: settings it lacks are not compared
     api_only = {key: value for key, value in tableless.items() if key != "run"}
     assert compare_settings(api_only, current) == []
+
+
+def test_a_record_of_this_version_is_read_as_written() -> None:
+    # a run. of today's version that happens to hold the names a tableless run recorded is not upgraded
+    run = {name: 1 for name in ("dataset", "micro_batch", "accum", "epochs", "lr", "optimizer", "reduction",
+                                "fusion", "dtype", "compensated", "seed", "block_size")}
+    config = LearnerConfig(directory=Path("run"), seed=3, run_config=run)
+    record = record_settings(config, 16, 1, SGD(0.1))
+    assert upgrade_record(record) == record
+    assert compare_settings(record, record_settings(config, 16, 1, SGD(0.1))) == []
+
+
+def test_a_tuple_compares_equal_to_the_list_a_checkpoint_gives_back() -> None:
+    import json
+
+    saved = json.loads(json.dumps(record_settings(LearnerConfig(directory=Path("run"), run_config={"hidden": [16, 3]}),
+                                                  16, 1, AdamW(lr=0.01))))
+    current = record_settings(LearnerConfig(directory=Path("run"), run_config={"hidden": (16, 3)}), 16, 1,
+                              AdamW(lr=0.01))
+    assert compare_settings(saved, current) == []
+    other = record_settings(LearnerConfig(directory=Path("run"), run_config={"hidden": (16, 4)}), 16, 1,
+                            AdamW(lr=0.01))
+    assert compare_settings(saved, other) == [("run.hidden", [16, 3], [16, 4])]
+
+
+def test_the_records_layout_version_is_not_a_setting() -> None:
+    config = LearnerConfig(directory=Path("run"))
+    current = record_settings(config, 16, 1, SGD(0.1))
+    assert compare_settings({**current, "version": 3}, current) == []  # a layout of another version
+    assert compare_settings({**current, "version": 3, "seed": 4}, current) == [("seed", 4, None)]
