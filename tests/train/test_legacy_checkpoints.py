@@ -9,10 +9,12 @@ the 2 to 4 optimizer steps after the checkpoint end within 1.5e-8 of that day's 
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -72,3 +74,112 @@ def test_checkpoint_of_2026_12_03_verifies(name: str) -> None:
     arrays, state = FileCheckpointer(FIXTURES / name / "checkpoints").load(require=("model", "optimizer"))
     assert set(arrays) == {"model", "optimizer", "accumulator"}
     assert state["step"] in (26, 28)
+
+
+# ------------------------------------------------------------ records of earlier versions, in process
+# An earlier version wrote no "settings" (only "config": reduction, fusion, epochs), no
+# "world_size" (one process) and no "validated" (a checkpoint was taken after validation).
+# Such a record is made here from one of today's, re-sealed as that version would have written it.
+
+def _data(n: int = 100, seed: int = 0) -> Any:
+    from minitorch_accum.data import ArrayDataset, DataLoader
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 6))
+    return DataLoader(ArrayDataset(x, (x[:, 0] + x[:, 1] > 0).astype(np.int64)), 10, shuffle=seed == 0, seed=1)
+
+
+def _model() -> Any:
+    import minitorch_accum as mta
+    from minitorch_accum.nn import Linear, Sequential, Tanh
+
+    mta.manual_seed(0)
+    return Sequential(Linear(6, 8, dtype="float64"), Tanh(), Linear(8, 3, dtype="float64"))
+
+
+def _builder(directory: Path, epochs: int, **options: Any) -> Any:
+    from minitorch_accum.train import LearnerBuilder
+
+    # 10 micro-batches of 10 per epoch, k = 4: windows of 4, 4 and 2
+    return (LearnerBuilder(directory).num_epochs(epochs).grads_accumulation(4).accum_dtype("float64")
+            .progress("none").with_file_checkpointer(**(options or {"every_steps": 3})))
+
+
+def _fit(directory: Path, epochs: int, resume: bool = False, valid: bool = False, builder: Any = None,
+         **options: Any) -> tuple[dict[str, np.ndarray], Any]:
+    from minitorch_accum.optim import AdamW
+
+    learner = (builder or _builder(directory, epochs, **options)).build(_model(), AdamW(lr=0.01))
+    trained, history = learner.fit(_data(), _data(30, seed=4) if valid else None, resume=resume)
+    return {name: p.numpy().copy() for name, p in trained.named_parameters()}, history
+
+
+def _as_an_earlier_version_wrote(run: Path, *dropped: str) -> dict[str, Any]:
+    """Drop ``dropped`` from the latest checkpoint's state and seal its record again; its state."""
+    from minitorch_accum.train.checkpoint.record import record_checksum
+
+    checkpoints = run / "checkpoints"
+    path = checkpoints / (checkpoints / "latest").read_text().strip() / "state.json"
+    record = json.loads(path.read_text())
+    for key in dropped:
+        del record["state"][key]
+    body = {key: value for key, value in record.items() if key != "record_sha256"}
+    path.write_text(json.dumps({**body, "record_sha256": record_checksum(body)}))
+    return record["state"]
+
+
+def _assert_equal(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
+    assert sorted(got) == sorted(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_a_record_without_settings_resumes_and_refuses_another_reduction_or_fusion(tmp_path: Path) -> None:
+    from minitorch_accum.train import SettingsMismatchError
+
+    reference, _ = _fit(tmp_path / "whole", 2)
+    _fit(tmp_path / "run", 1)
+    state = _as_an_earlier_version_wrote(tmp_path / "run", "settings")
+    assert state["config"] == {"reduction": "items", "fusion": "gemm", "num_epochs": 1}
+    for change, named in ((lambda b: b.fusion("leaf"), "fusion 'gemm' -> 'leaf'"),
+                          (lambda b: b.reduction("mean"), "reduction 'items' -> 'mean'")):
+        with pytest.raises(SettingsMismatchError, match=f"was written with other settings: {named};"):
+            _fit(tmp_path / "run", 2, resume=True, builder=change(_builder(tmp_path / "run", 2)))
+    resumed, history = _fit(tmp_path / "run", 2, resume=True)  # the epochs may change
+    assert [r["step"] for r in history.steps] == list(range(1, 7))
+    _assert_equal(resumed, reference)
+
+
+def test_a_mid_window_record_without_world_size_is_of_one_process(tmp_path: Path) -> None:
+    import minitorch_accum as mta
+
+    reference, _ = _fit(tmp_path / "whole", 2, every_micro_batches=3)
+    _fit(tmp_path / "run", 1, every_micro_batches=3)
+    state = _as_an_earlier_version_wrote(tmp_path / "run", "world_size")
+    assert state["next_batch"] == 9 and state["accumulator"]["micro_step"] == 1  # inside the last window
+    from minitorch_accum.optim import AdamW
+
+    learner = _builder(tmp_path / "run", 2, every_micro_batches=3).build(_model(), AdamW(lr=0.01))
+    mta.manual_seed(999)  # the checkpoint's generator state replaces this one
+    trained, _ = learner.fit(_data(), resume=True)
+    _assert_equal({name: p.numpy() for name, p in trained.named_parameters()}, reference)
+    assert mta.get_rng_state() == state["rng"]  # nothing in the run draws from it after the resume
+
+
+def test_a_record_without_validated_was_taken_after_its_validation(tmp_path: Path) -> None:
+    _fit(tmp_path, 1, valid=True)  # the checkpoint of step 3 waits for epoch 0's validation
+    state = _as_an_earlier_version_wrote(tmp_path, "validated")
+    assert state["step"] == 3
+    _, history = _fit(tmp_path, 2, resume=True, valid=True)
+    assert [(r["epoch"], r["step"]) for r in history.valid] == [(0, 3), (1, 6)]  # epoch 0 not validated again
+
+
+def test_a_checkpoint_still_records_what_an_earlier_version_reads(tmp_path: Path) -> None:
+    from minitorch_accum.optim import SGD
+    from minitorch_accum.train import LearnerBuilder
+
+    (LearnerBuilder(tmp_path).num_epochs(1).grads_accumulation(5).reduction("mean").fusion("leaf").progress("none")
+     .with_file_checkpointer(every_steps=1).build(_model(), SGD(0.1)).fit(_data()))
+    state = _as_an_earlier_version_wrote(tmp_path)
+    assert state["config"] == {"reduction": "mean", "fusion": "leaf", "num_epochs": 1}
+    assert state["world_size"] == 1 and state["rng_ranks"] is None  # one process: its stream is "rng"

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from minitorch_accum import optim
+import minitorch_accum as mta
+from minitorch_accum import nn, optim
 from minitorch_accum.data import DataLoader
+from minitorch_accum.optim.lr_scheduler import StepLR
 from minitorch_accum.train import (
     Classifier,
     LearnerBuilder,
@@ -49,6 +52,7 @@ class SignalAt(InterruptAt):
 
 @pytest.mark.parametrize(("change", "named"), [
     (lambda b: b.grads_accumulation(5), "window_micro_batches 2 -> 5"),
+    (lambda b: b.fusion("leaf").reduction("mean"), "fusion 'gemm' -> 'leaf', reduction 'items' -> 'mean'"),
     (lambda b: b.fusion("leaf"), "fusion 'gemm' -> 'leaf'"),
     (lambda b: b.reduction("mean"), "reduction 'items' -> 'mean'"),
     (lambda b: b.accum_dtype("float64"), "accum_dtype 'float32' -> 'float64'"),
@@ -56,7 +60,9 @@ class SignalAt(InterruptAt):
 def test_resume_with_other_settings_is_refused_naming_each(tmp_path: Path, change: object, named: str) -> None:
     _interrupted_run(tmp_path, at=3)
     changed = change(_builder(tmp_path)).build(model(), optim.AdamW(lr=0.01))
-    with pytest.raises(SettingsMismatchError, match=r"was written with other settings: .*" + named.replace("(", r"\(")):
+    with pytest.raises(SettingsMismatchError, match=r"was written with other settings: (.*, )?" + named
+                       + r"(, .*)?; resume with the same settings, or allow the change "
+                       r"\(allow_config_change / --allow-config-change\)$"):
         changed.fit(DataLoader(dataset(), 10), resume=True)
 
 
@@ -127,3 +133,85 @@ def test_a_torn_metrics_line_does_not_block_resume(tmp_path: Path, capsys: pytes
     reference, _ = _builder(tmp_path / "ref").build(model(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10))
     for (name, a), (_, b) in zip(reference.named_parameters(), final.named_parameters(), strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
+
+
+def test_a_resume_keeps_the_learning_rate_the_run_reached_and_may_drop_its_scheduler(tmp_path: Path) -> None:
+    def halve_at_step_2(learner: object, record: dict) -> None:
+        if record["step"] == 2:
+            learner.optimizer.lr = 0.005  # as a plateau rule of the user's would
+
+    def builder(directory: Path) -> LearnerBuilder:
+        return _builder(directory).on_step_end(halve_at_step_2)
+
+    reference, whole = builder(tmp_path / "ref").build(model(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10))
+    learner = builder(tmp_path / "run").build(SignalAt(model(), 7, signal.SIGINT), optim.AdamW(lr=0.01))
+    with pytest.raises(TrainingInterrupted):
+        learner.fit(DataLoader(dataset(), 10))
+    final, history = builder(tmp_path / "run").build(model(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10),
+                                                                                        resume=True)
+    assert [r["lr"] for r in history.steps] == [r["lr"] for r in whole.steps] == [0.01, 0.01] + [0.005] * 8
+    for (name, a), (_, b) in zip(reference.named_parameters(), final.named_parameters(), strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
+    # a run with a scheduler resumed without one (a scheduler is free to change) goes on from the rate it had
+    scheduled = _builder(tmp_path / "sched").lr_scheduler(StepLR(0.01, step_size=1, gamma=0.5))
+    learner = scheduled.build(SignalAt(model(), 3, signal.SIGINT), optim.AdamW(lr=0.01))
+    with pytest.raises(TrainingInterrupted):
+        learner.fit(DataLoader(dataset(), 10))
+    saved_lr = learner.optimizer.lr
+    _, history = _builder(tmp_path / "sched").build(model(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10),
+                                                                                       resume=True)
+    assert {r["lr"] for r in history.steps[2:]} == {saved_lr}
+
+
+class _Branches(nn.Module):
+    """Parameters whose names hold a slash (ModuleDict keys are free strings)."""
+
+    def __init__(self) -> None:
+        mta.manual_seed(0)
+        self.blocks = nn.ModuleDict({"in/out": nn.Linear(6, 8, dtype="float64"),
+                                     "head": nn.Linear(8, 3, dtype="float64")})
+
+    def forward(self, x: mta.Tensor) -> mta.Tensor:
+        return self.blocks["head"](self.blocks["in/out"](x).tanh())
+
+
+def test_a_model_whose_parameter_names_hold_a_slash_resumes(tmp_path: Path) -> None:
+    reference, _ = _builder(tmp_path / "ref").build(_Branches(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10))
+    learner = _builder(tmp_path / "run").build(SignalAt(_Branches(), 3, signal.SIGINT), optim.AdamW(lr=0.01))
+    with pytest.raises(TrainingInterrupted):
+        learner.fit(DataLoader(dataset(), 10))
+    resumed = _builder(tmp_path / "run").build(_Branches(), optim.AdamW(lr=0.01))
+    final, _ = resumed.fit(DataLoader(dataset(), 10), resume=True)
+    assert "module.blocks.in/out.weight" in resumed.optimizer.state
+    for (name, a), (_, b) in zip(reference.named_parameters(), final.named_parameters(), strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
+
+
+def test_a_checkpoint_without_the_optimizer_state_is_passed_over_for_an_older_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from minitorch_accum.train.checkpoint.record import record_checksum
+
+    _interrupted_run(tmp_path, at=5)  # the two kept: step 2 (after micro-batch 4) and the stop's, mid-window
+    checkpoints = tmp_path / "checkpoints"
+    latest = checkpoints / (checkpoints / "latest").read_text().strip()
+    record = json.loads((latest / "state.json").read_text())
+    del record["groups"]["optimizer"]  # as FileCheckpointer.save of a caller's own arrays would write it
+    (latest / "optimizer.safetensors").unlink()
+    body = {key: value for key, value in record.items() if key != "record_sha256"}
+    (latest / "state.json").write_text(json.dumps({**body, "record_sha256": record_checksum(body)}))
+    capsys.readouterr()
+    _, history = _builder(tmp_path).build(model(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10), resume=True)
+    captured = capsys.readouterr()
+    assert f"checkpoint {latest} lacks the group(s) 'optimizer'" in captured.err
+    assert "resumed from step 2 (epoch 0, micro-batch 4)" in captured.out
+    assert [r["step"] for r in history.steps] == list(range(1, 11))
+
+
+def test_final_parameters_that_cannot_be_written_name_the_file_and_why(tmp_path: Path) -> None:
+    learner = _builder(tmp_path).build(model(), optim.AdamW(lr=0.01))
+    learner.fit(DataLoader(dataset(), 10))
+    final = tmp_path / "final.safetensors"
+    final.unlink()
+    final.mkdir()  # a directory in the way: the file cannot replace it
+    with pytest.raises(RunDirectoryError, match=rf"^cannot write {re.escape(str(final))}: Is a directory \(EISDIR\)$"):
+        learner.checkpoints.save_final()
