@@ -115,6 +115,29 @@ def test_resume_mid_window_is_bit_identical(tmp_path: Path, fusion: str) -> None
     assert [r["step"] for r in history.steps] == list(range(1, 9))
 
 
+@pytest.mark.parametrize("mode", ["bf16", "fp16"])
+def test_a_mixed_precision_run_resumes_bit_identically(tmp_path: Path, mode: str) -> None:
+    # bfloat16 weights are written as safetensors' BF16, which its NumPy reader does not know
+    def builder(directory: Path) -> LearnerBuilder:
+        return (LearnerBuilder(directory).num_epochs(2).grads_accumulation(2).mixed_precision(mode).seed(5)
+                .progress("none").with_file_checkpointer(every_steps=2))
+
+    def loader() -> DataLoader:
+        return DataLoader(dataset(), 10, seed=1)
+
+    reference, _ = builder(tmp_path / "ref").build(model("float32"), optim.AdamW(lr=0.02)).fit(loader())
+    killed = builder(tmp_path / "run").build(InterruptAt(model("float32"), at=13), optim.AdamW(lr=0.02))
+    with pytest.raises(KeyboardInterrupt):
+        killed.fit(loader())
+    assert (tmp_path / "run" / "checkpoints" / "latest").read_text().strip()  # something to resume from
+    resumed = builder(tmp_path / "run").build(model("float32", seed=99), optim.AdamW(lr=0.02))
+    final, history = resumed.fit(loader(), resume=True)
+    assert [r["step"] for r in history.steps] == list(range(1, 11))
+    for (name, a), (_, b) in zip(reference.named_parameters(), final.named_parameters(), strict=True):
+        assert b.dtype == a.dtype and a.dtype.name == {"bf16": "bfloat16", "fp16": "float16"}[mode]
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
+
+
 def test_bad_input_gets_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"grads_accumulation \(k\) must be a positive int, got 0"):
         LearnerBuilder(tmp_path).grads_accumulation(0)

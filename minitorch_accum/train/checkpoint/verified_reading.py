@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
+import struct
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
+import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load as load_safetensors
 
@@ -17,7 +21,25 @@ from minitorch_accum.train.checkpoint.errors import CheckpointError
 from minitorch_accum.train.checkpoint.loaded import LoadedCheckpoint
 from minitorch_accum.train.checkpoint.record import STATE_FILE, parse_record
 
-__all__ = ["read_verified_checkpoint"]
+__all__ = ["load_group", "read_verified_checkpoint"]
+
+# safetensors writes ml_dtypes' bfloat16 as BF16 but its NumPy reader has no such dtype: the same
+# bytes are read as uint16 (a header entry of the same length, so every offset stays) and viewed back
+_BF16, _AS_U16 = b'"dtype":"BF16"', b'"dtype":"U16" '
+
+
+def load_group(data: bytes) -> dict[str, np.ndarray]:
+    """The arrays of one group's safetensors bytes, bfloat16 ones included."""
+    if len(data) < 8:
+        return load_safetensors(data)  # its own error for a file too short
+    (length,) = struct.unpack("<Q", data[:8])
+    header = data[8:8 + length]
+    if _BF16 not in header:
+        return load_safetensors(data)
+    bf16 = {name for name, entry in json.loads(header).items()
+            if isinstance(entry, dict) and entry.get("dtype") == "BF16"}
+    arrays = load_safetensors(data[:8] + header.replace(_BF16, _AS_U16) + data[8 + length:])
+    return {name: a.view(ml_dtypes.bfloat16) if name in bf16 else a for name, a in arrays.items()}
 
 
 def _read_checkpoint_file(path: Path, checkpoint: Path) -> bytes:
@@ -65,8 +87,8 @@ def read_verified_checkpoint(target: Path, required: tuple[str, ...], directory:
         if len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
             raise CheckpointError(f"checkpoint {target} is corrupt: {entry['file']} does not match its checksum")
         try:
-            arrays[group] = load_safetensors(data)
-        except SafetensorError as exc:
+            arrays[group] = load_group(data)
+        except (SafetensorError, ValueError) as exc:
             raise CheckpointError(f"checkpoint {target} is corrupt: {entry['file']} cannot be read "
                                   f"({exc})") from None
     return LoadedCheckpoint(target, record["tag"], arrays, record["state"])
