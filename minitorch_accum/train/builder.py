@@ -27,6 +27,7 @@ from minitorch_accum.nn import Module
 from minitorch_accum.optim import Optimizer
 from minitorch_accum.optim.lr_scheduler import LRScheduler
 from minitorch_accum.train.callbacks import Callback, StepEndFunction, check_callback
+from minitorch_accum.train.checkpoint.record import check_json_exact
 from minitorch_accum.train.learner import Learner
 from minitorch_accum.train.progress import Progress
 from minitorch_accum.train.setting_kinds import Integer
@@ -192,7 +193,11 @@ class LearnerBuilder:
             settings = json.loads(settings.to_json())
         if not isinstance(settings, dict):
             raise TypeError(f"config expects a @config dataclass or a dict, got {type(settings).__name__}")
-        self._config.run_config = dict(settings)
+        # checked now, not at the first checkpoint (after training up to it); tuples are taken as
+        # the lists JSON gives back, which a resume compares equal
+        settings = _tuples_as_lists(dict(settings))
+        check_json_exact(settings, "config")
+        self._config.run_config = settings
         return self
 
     def allow_config_change(self, allow: bool = True) -> LearnerBuilder:
@@ -217,3 +222,11 @@ class LearnerBuilder:
         if self._config.effective_batch is not None and self._config.accumulation_schedule is not None:
             raise ValueError("give either effective_batch or accumulation_schedule, not both")
         return Learner(model, optimizer, self._config, callbacks=self._callbacks)
+
+
+def _tuples_as_lists(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_tuples_as_lists(item) for item in value]
+    if type(value) is dict:
+        return {key: _tuples_as_lists(item) for key, item in value.items()}
+    return value

@@ -215,3 +215,19 @@ def test_final_parameters_that_cannot_be_written_name_the_file_and_why(tmp_path:
     final.mkdir()  # a directory in the way: the file cannot replace it
     with pytest.raises(RunDirectoryError, match=rf"^cannot write {re.escape(str(final))}: Is a directory \(EISDIR\)$"):
         learner.checkpoints.save_final()
+
+
+def test_a_run_config_is_checked_when_given_and_its_tuples_kept_as_lists(tmp_path: Path) -> None:
+    def run(config: dict, resume: bool) -> None:
+        learner = _builder(tmp_path).num_epochs(1).progress("none").config(config).build(model(), optim.SGD(0.1))
+        learner.fit(DataLoader(dataset(), 10), resume=resume)
+
+    run({"hidden": (16, (3, 4)), "name": "a"}, resume=False)  # checkpoints hold it
+    run({"hidden": [16, [3, 4]], "name": "a"}, resume=True)  # the same settings
+    with pytest.raises(SettingsMismatchError, match=r"run\.hidden \[16, \[3, 4\]\] -> \[16, \[3, 5\]\]"):
+        run({"hidden": (16, (3, 5)), "name": "a"}, resume=True)
+    with pytest.raises(TypeError, match=r"^checkpoint config\['width'\] is a numpy\.int64, which JSON would not give "
+                                        r"back unchanged"):
+        LearnerBuilder(tmp_path).config({"width": np.int64(3)})
+    with pytest.raises(TypeError, match=r"^checkpoint config has the key 1 of type int"):
+        LearnerBuilder(tmp_path).config({1: "one"})
