@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -144,3 +145,40 @@ def test_parameter_digest_sees_one_bit() -> None:
     before = parameter_digest(model)
     model.weight.data.view(np.uint64)[0, 0] ^= 1
     assert parameter_digest(model) != before
+
+
+def test_bucket_sizes_must_be_positive_and_one_byte_is_one_line_per_rank() -> None:
+    arena = _arena(2)
+    for sizes in ((0, 256), (1024, 0), (-1, -1)):
+        with pytest.raises(ValueError, match=f"bucket sizes must be positive, got {sizes[0]} and {sizes[1]}"):
+            plan_buckets(arena, 2, *sizes)
+    buckets = plan_buckets(arena, 2, bucket_bytes=1, first_bucket_bytes=1)
+    assert {b.elements for b in buckets} == {32}  # two ranks' 64-byte lines of float32
+    assert len(buckets) == arena.buffer.size // 32
+
+
+def test_each_bucket_names_exactly_the_parameters_it_holds_part_of() -> None:
+    # one line per bucket: edges fall on parameters' starts and ends (4x4 weights fill one line)
+    rng = np.random.default_rng(0)
+    model = nn.Sequential(nn.Linear(4, 4, rng=rng), nn.Linear(4, 8, rng=rng), nn.Linear(8, 2, dtype="float64", rng=rng))
+    arena = GradArena(model.named_parameters(), None, shards=1)
+    assert len(arena.buffers) == 2
+    buckets = plan_buckets(arena, 1, bucket_bytes=64, first_bucket_bytes=64)
+    assert [b.index for b in buckets] == list(range(len(buckets)))
+    spans = {name: arena.span(p) for name, p in model.named_parameters()}
+    for name, (dtype, offset, size) in spans.items():
+        lines = [b for b in buckets if name in b.params]
+        assert {b.dtype for b in lines} == {dtype}
+        # a parameter starts on a line: it is named by the buckets of the lines its elements fill, no more
+        assert sorted(b.start for b in lines) == list(range(offset, offset + size, 64 // dtype.itemsize))
+    for bucket in buckets:
+        order = [list(spans).index(name) for name in bucket.params]
+        assert order == sorted(order, reverse=True)  # last parameters first
+
+
+def test_pair_sum_lets_inf_and_nan_through_without_warnings() -> None:
+    acc, comp = np.array([np.inf, 1.0, np.nan]), np.zeros(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        add_pairs(np.array([-np.inf, np.inf, 1.0]), np.zeros(3), acc, comp)
+    assert np.isnan(acc[0]) and acc[1] == np.inf and np.isnan(acc[2])
