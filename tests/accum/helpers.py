@@ -48,3 +48,16 @@ def window_grads(acc: Any, model: nn.Module) -> dict[str, np.ndarray]:
 
 def max_difference(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
     return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+
+
+class TwoHeads(nn.Module):
+    """Either head answers, so a micro-batch (or a whole rank's window) may leave one head unwritten."""
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(0)
+        self.a = nn.Linear(5, 3, dtype="float64", rng=rng)
+        self.b = nn.Linear(5, 3, dtype="float64", rng=rng)
+        self.use_b = True
+
+    def forward(self, t):
+        return self.b(t) if self.use_b else self.a(t)

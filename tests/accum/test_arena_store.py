@@ -17,20 +17,7 @@ from minitorch_accum.distributed import DataParallel
 from minitorch_accum.distributed.zero import ZeroRedundancy
 from minitorch_accum.nn import functional as F
 from minitorch_accum.testing import run_ranks
-from tests.accum.helpers import data, max_difference, mlp, split, summed_loss, window_grads
-
-
-class TwoHeads(nn.Module):
-    """Either head answers, so a window may leave one head's gradient unwritten."""
-
-    def __init__(self) -> None:
-        rng = np.random.default_rng(0)
-        self.a = nn.Linear(5, 3, dtype="float64", rng=rng)
-        self.b = nn.Linear(5, 3, dtype="float64", rng=rng)
-        self.use_b = True
-
-    def forward(self, t):
-        return self.b(t) if self.use_b else self.a(t)
+from tests.accum.helpers import TwoHeads, data, max_difference, mlp, split, summed_loss, window_grads
 
 
 def test_a_store_with_nothing_written_has_norm_zero_and_no_bounds() -> None:

@@ -15,21 +15,7 @@ from minitorch_accum import nn
 from minitorch_accum.accum import Accumulator
 from minitorch_accum.distributed import DataParallel
 from minitorch_accum.testing import run_ranks
-from tests.accum.helpers import data, max_difference, mlp, summed_loss, window_grads
-
-
-class TwoHeads(nn.Module):
-    """Either head answers, so a micro-batch (or a whole rank's window) may leave one head unwritten."""
-
-    def __init__(self) -> None:
-        rng = np.random.default_rng(0)
-        self.a = nn.Linear(5, 3, dtype="float64", rng=rng)
-        self.b = nn.Linear(5, 3, dtype="float64", rng=rng)
-        self.use_b = True
-
-    def forward(self, t):
-        return self.b(t) if self.use_b else self.a(t)
-
+from tests.accum.helpers import TwoHeads, data, max_difference, mlp, summed_loss, window_grads
 
 # (rank, window) -> the heads of its two micro-batches, in order: in window 0 every rank's last
 # micro-batch leaves head a alone (its buckets wait for the reduction phase); in window 1 rank 0
