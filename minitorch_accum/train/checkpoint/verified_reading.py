@@ -21,14 +21,14 @@ from minitorch_accum.train.checkpoint.errors import CheckpointError
 from minitorch_accum.train.checkpoint.loaded import LoadedCheckpoint
 from minitorch_accum.train.checkpoint.record import STATE_FILE, parse_record
 
-__all__ = ["load_group", "read_verified_checkpoint"]
+__all__ = ["read_verified_checkpoint"]
 
 # safetensors writes ml_dtypes' bfloat16 as BF16 but its NumPy reader has no such dtype: the same
 # bytes are read as uint16 (a header entry of the same length, so every offset stays) and viewed back
 _BF16, _AS_U16 = b'"dtype":"BF16"', b'"dtype":"U16" '
 
 
-def load_group(data: bytes) -> dict[str, np.ndarray]:
+def _load_group(data: bytes) -> dict[str, np.ndarray]:
     """The arrays of one group's safetensors bytes, bfloat16 ones included."""
     if len(data) < 8:
         return load_safetensors(data)  # its own error for a file too short
@@ -87,7 +87,7 @@ def read_verified_checkpoint(target: Path, required: tuple[str, ...], directory:
         if len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
             raise CheckpointError(f"checkpoint {target} is corrupt: {entry['file']} does not match its checksum")
         try:
-            arrays[group] = load_group(data)
+            arrays[group] = _load_group(data)
         except (SafetensorError, ValueError) as exc:
             raise CheckpointError(f"checkpoint {target} is corrupt: {entry['file']} cannot be read "
                                   f"({exc})") from None
