@@ -15,6 +15,15 @@ def run_window(acc: Accumulator, model, x: np.ndarray, y: np.ndarray, count: int
         acc.backward(summed_loss(model, x[i * 3:(i + 1) * 3], y[i * 3:(i + 1) * 3], "float32"), num_items=3)
 
 
+def _started(fusion: str, steps: int, micro_batches: int) -> Accumulator:
+    """An accumulator of a float32 MLP that has taken ``micro_batches`` micro-batches of 3 rows."""
+    x, y = data()
+    model = mlp("float32")
+    acc = Accumulator(model, steps=steps, fusion=fusion)
+    run_window(acc, model, x, y, micro_batches)
+    return acc
+
+
 def test_a_resumed_window_continues_its_counts_its_skipped_windows_and_its_loss_scale() -> None:
     x, y = data()
     bad = x.copy()
@@ -57,10 +66,7 @@ def test_a_state_saved_without_a_loss_scaler_leaves_the_scale_of_the_one_resumin
 
 @pytest.mark.parametrize("fusion", FUSIONS)
 def test_a_state_saved_between_windows_carries_no_gradient_arrays(fusion: str) -> None:
-    x, y = data()
-    model = mlp("float32")
-    acc = Accumulator(model, steps=2, fusion=fusion)
-    run_window(acc, model, x, y, 2)
+    acc = _started(fusion, steps=2, micro_batches=2)
     acc.grads()
     acc.zero()
     state = acc.state_dict()
@@ -70,10 +76,7 @@ def test_a_state_saved_between_windows_carries_no_gradient_arrays(fusion: str) -
 
 @pytest.mark.parametrize("fusion", FUSIONS)
 def test_a_saved_state_stays_as_saved_when_the_window_is_then_scaled(fusion: str) -> None:
-    x, y = data()
-    model = mlp("float32")
-    acc = Accumulator(model, steps=3, fusion=fusion)
-    run_window(acc, model, x, y, 1)
+    acc = _started(fusion, steps=3, micro_batches=1)
     state = acc.state_dict()
     saved = {key: value.copy() for key, value in state["arrays"].items()}
     acc.grads()  # divides the sums by the window's 3 items, in place

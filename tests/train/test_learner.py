@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -92,24 +93,30 @@ class InterruptAt(Classifier):
         return super().train_step(batch)
 
 
+def _interrupted_and_resumed(tmp_path: Path, builder: Callable[[Path], LearnerBuilder],
+                             loader: Callable[[], DataLoader], lr: float,
+                             at: int) -> tuple[nn.Module, nn.Module, object, str]:
+    """(uninterrupted run, the run interrupted at micro-batch ``at`` then resumed, its history,
+    the checkpoint it resumed from)."""
+    reference, _ = builder(tmp_path / "ref").build(model("float32"), optim.AdamW(lr=lr)).fit(loader())
+    killed = builder(tmp_path / "run").build(InterruptAt(model("float32"), at=at), optim.AdamW(lr=lr))
+    with pytest.raises(KeyboardInterrupt):
+        killed.fit(loader())
+    saved = (tmp_path / "run" / "checkpoints" / "latest").read_text().strip()
+    resumed = builder(tmp_path / "run").build(model("float32", seed=99), optim.AdamW(lr=lr))
+    final, history = resumed.fit(loader(), resume=True)
+    return reference, final, history, saved
+
+
 @pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
 def test_resume_mid_window_is_bit_identical(tmp_path: Path, fusion: str) -> None:
     def builder(directory: Path) -> LearnerBuilder:
         return (LearnerBuilder(directory).num_epochs(2).grads_accumulation(4).fusion(fusion).seed(5)
                 .progress("none").lr_scheduler(StepLR(0.05, 3, 0.5)).with_file_checkpointer(every_steps=2))
 
-    def loader() -> DataLoader:
-        return DataLoader(dataset(), 8, seed=1)
-
-    reference, _ = builder(tmp_path / "ref").build(model("float32"), optim.AdamW(lr=0.05)).fit(loader())
-
-    killed = builder(tmp_path / "run").build(InterruptAt(model("float32"), at=18), optim.AdamW(lr=0.05))
-    with pytest.raises(KeyboardInterrupt):
-        killed.fit(loader())
-    saved = (tmp_path / "run" / "checkpoints" / "latest").read_text().strip()
+    reference, final, history, saved = _interrupted_and_resumed(
+        tmp_path, builder, lambda: DataLoader(dataset(), 8, seed=1), lr=0.05, at=18)
     assert saved.endswith("batch000005")  # epoch 1, after 5 of its 13 micro-batches: mid-window
-    resumed = builder(tmp_path / "run").build(model("float32", seed=99), optim.AdamW(lr=0.05))
-    final, history = resumed.fit(loader(), resume=True)
     for (name, a), (_, b) in zip(reference.named_parameters(), final.named_parameters(), strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
     assert [r["step"] for r in history.steps] == list(range(1, 9))
@@ -122,16 +129,9 @@ def test_a_mixed_precision_run_resumes_bit_identically(tmp_path: Path, mode: str
         return (LearnerBuilder(directory).num_epochs(2).grads_accumulation(2).mixed_precision(mode).seed(5)
                 .progress("none").with_file_checkpointer(every_steps=2))
 
-    def loader() -> DataLoader:
-        return DataLoader(dataset(), 10, seed=1)
-
-    reference, _ = builder(tmp_path / "ref").build(model("float32"), optim.AdamW(lr=0.02)).fit(loader())
-    killed = builder(tmp_path / "run").build(InterruptAt(model("float32"), at=13), optim.AdamW(lr=0.02))
-    with pytest.raises(KeyboardInterrupt):
-        killed.fit(loader())
-    assert (tmp_path / "run" / "checkpoints" / "latest").read_text().strip()  # something to resume from
-    resumed = builder(tmp_path / "run").build(model("float32", seed=99), optim.AdamW(lr=0.02))
-    final, history = resumed.fit(loader(), resume=True)
+    reference, final, history, saved = _interrupted_and_resumed(
+        tmp_path, builder, lambda: DataLoader(dataset(), 10, seed=1), lr=0.02, at=13)
+    assert saved  # something to resume from
     assert [r["step"] for r in history.steps] == list(range(1, 11))
     for (name, a), (_, b) in zip(reference.named_parameters(), final.named_parameters(), strict=True):
         assert b.dtype == a.dtype and a.dtype.name == {"bf16": "bfloat16", "fp16": "float16"}[mode]
