@@ -29,12 +29,14 @@ import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["PREFIX", "SUBNET", "NetnsCluster", "missing_requirement", "remove_stale"]
+__all__ = ["CARRIED_PREFIXES", "PREFIX", "SUBNET", "NetnsCluster", "missing_requirement", "remove_stale"]
 
 PREFIX = "mta-mh"
 SUBNET = "198.18.0"  # hosts at .1, .2, ...; /24 inside 198.18.0.0/15 (RFC 2544)
 SCRIPT = Path(__file__).with_name("netns_ssh.sh")
 NETNS_ETC = Path("/etc/netns")
+#: the launching environment's variables that choose how ranks compute (see ``mpi_environment``)
+CARRIED_PREFIXES = ("OPENBLAS_", "MTA_")
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -182,8 +184,17 @@ class NetnsCluster:
         than an installed copy), Hydra's ssh launcher with ``netns-ssh`` as its ssh, and UCX (MPICH's
         default netmod) on TCP over eth0: it sees the namespaces as one machine (one kernel, one boot
         id) and would move the bytes through shared memory instead. ``UCX_LOG_LEVEL=info`` (to stderr)
-        makes each rank say which transports it chose."""
-        return {"PATH": f"{python.parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        makes each rank say which transports it chose.
+
+        The variables that choose how the numbers are computed (``OPENBLAS_*``, ``MTA_*``: the BLAS
+        kernel, the threads) are carried over from this process's environment, as a user's exported
+        variables reach mpiexec and Hydra passes them to every rank: without them the ranks would
+        compute with other kernels than the one-process reference (on an AMD EPYC machine whose
+        environment sets ``OPENBLAS_CORETYPE=Haswell``, OpenBLAS otherwise picks SkylakeX) and
+        differ from it in the last bit."""
+        carried = {name: value for name, value in os.environ.items() if name.startswith(CARRIED_PREFIXES)}
+        return {**carried,
+                "PATH": f"{python.parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "PYTHONPATH": str(pythonpath), "HYDRA_LAUNCHER": "ssh", "HYDRA_LAUNCHER_EXEC": str(self.ssh),
                 "UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "eth0", "UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}
 
