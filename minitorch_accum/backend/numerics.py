@@ -182,21 +182,17 @@ def _numpy_simd() -> str:
 
 
 def numerics_fingerprint() -> NumericsFingerprint:
-    """This process's fingerprint now (SciPy's BLAS is loaded first, so that every process lists it)."""
+    """This process's fingerprint now (SciPy's BLAS is always listed: backend/numpy_backend.py loads it)."""
     import numpy as np
+    import scipy
     from threadpoolctl import threadpool_info
 
-    try:
-        import scipy
-        import scipy.linalg.blas  # loads SciPy's own BLAS, the fused GEMM's fallback
-    except ImportError:  # pragma: no cover - SciPy is a dependency
-        scipy = None
     blas = tuple(sorted(
         (BlasLibrary(owner=_owner(str(info.get("filepath", ""))), library=str(info.get("internal_api", "?")),
                      version=info.get("version"), kernel=info.get("architecture"),
                      threads=int(info.get("num_threads", 0)))
          for info in threadpool_info() if info.get("user_api") == "blas"),
         key=lambda library: (library.owner, library.library)))
-    return NumericsFingerprint(blas=blas, numpy=np.__version__, scipy=None if scipy is None else scipy.__version__,
+    return NumericsFingerprint(blas=blas, numpy=np.__version__, scipy=scipy.__version__,
                                numpy_simd=_numpy_simd(), kernel_path=kernels.kernel_path(),
                                native_threads=kernels.native_threads())
