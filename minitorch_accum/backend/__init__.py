@@ -28,6 +28,7 @@ from minitorch_accum.backend.dtypes import (
     set_default_dtype,
     uint8,
 )
+from minitorch_accum.backend.numerics import NumericsFingerprint, numerics_fingerprint
 from minitorch_accum.backend.numpy_backend import NumpyBackend
 from minitorch_accum.backend.random import (
     default_generator,
@@ -53,6 +54,7 @@ __all__ = [
     "Backend",
     "Device",
     "DeviceLike",
+    "NumericsFingerprint",
     "NumpyBackend",
     "ThreadSettings",
     "available_cpus",
@@ -75,6 +77,7 @@ __all__ = [
     "is_float_dtype",
     "is_low_precision",
     "manual_seed",
+    "numerics_fingerprint",
     "parse_device",
     "resolve_dtype",
     "resolve_tensor_dtype",

@@ -5,7 +5,8 @@ backward needed; for each parameter: the kernel that wrote its gradient and the
 bytes it moved; then the normalization, and the window gradient compared with the
 gradient of one batch holding the same items. Under ``mpiexec -n R`` each rank takes
 its share of a window of R*k micro-batches, and the window's reduction over the ranks
-(its buckets, bytes and time) is shown too.
+(its buckets, bytes and time) is shown too. Last, what this process computes with (its numerics
+fingerprint), whether the ranks compute alike, and what bit-for-bit equality needs.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from minitorch_accum.accum import Accumulator
 from minitorch_accum.accum.normalization import micro_batch_loss_reduction
 from minitorch_accum.autodiff import tensor
 from minitorch_accum.backend import manual_seed
-from minitorch_accum.cli.explain_verdict import check_window, verdict_lines
+from minitorch_accum.backend.numerics import numerics_fingerprint
+from minitorch_accum.cli.explain_verdict import check_window, numerics_lines, verdict_lines
 from minitorch_accum.cli.explain_views import wanted, write_window_views
 from minitorch_accum.cli.tasks import load_task
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, rank_windows
 from minitorch_accum.distributed.launch import make_communicator
+from minitorch_accum.distributed.rank_agreement import compare_rank_numerics
 from minitorch_accum.nn import functional as F
 
 __all__ = ["explain_command", "explain_window"]
@@ -73,7 +76,9 @@ def explain_window(dataset: str, k: int, micro_batch: int, reduction: str, fusio
     if reducer is not None:
         collective = {"describe": reducer.describe(acc.store), "bytes": reducer.last.bytes,
                       "seconds": reducer.last.seconds, "buckets": len(reducer.last.buckets)}
+    numerics = numerics_fingerprint()
     return {"micro": micro, "trace": acc.trace, "scale": scale, "items": total_items,
+            "numerics": numerics.describe(), "rank_numerics": compare_rank_numerics(comm, numerics),
             "used": window.stop - window.first, "differences": check.differences, "task": task.description,
             "rank": comm.rank, "world_size": comm.world_size, "collective": collective, "check": check,
             "micro_batches": len(loader)}
@@ -132,6 +137,8 @@ def explain_command(values: Mapping[str, Any]) -> int:
     for line in verdict_lines(report["check"]):
         indent = " " * (len(line) - len(line.lstrip()) + (3 if line.lstrip()[:1].isdigit() else 0))
         print(textwrap.fill(line, 110, subsequent_indent=indent or "    "))
+    for line in numerics_lines(report["numerics"], report["rank_numerics"]):
+        print(textwrap.fill(line, 110, subsequent_indent="    "))
     if views:
         print("\n" + "\n".join(views))
     return 0

@@ -13,7 +13,9 @@ When they differ, each cause is put to the test by removing it:
 A cause is named when removing it closes the gap to rounding. The algebra behind all of
 it: the gradient of a sum of losses is the sum of the micro-batch gradients, so the window's
 raw sum is the big batch's whatever the split; only the normalization differs, as long as
-each item's loss depends on that item alone.
+each item's loss depends on that item alone. "Within rounding" is not "bit for bit": that needs
+the same BLAS kernel and NumPy SIMD target everywhere (``numerics_lines`` says it, with what this
+process computes with and whether the ranks differ).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ import numpy as np
 
 from minitorch_accum.accum import Accumulator
 from minitorch_accum.autodiff import tensor
+from minitorch_accum.backend.numerics import BIT_IDENTITY_NEEDS
 from minitorch_accum.nn import BatchNorm1d, Dropout, Module
 from minitorch_accum.nn import functional as F
 
-__all__ = ["ALGEBRA", "LayerCheck", "WindowCheck", "check_window", "verdict_lines"]
+__all__ = ["ALGEBRA", "LayerCheck", "WindowCheck", "check_window", "numerics_lines", "verdict_lines"]
 
 ALGEBRA = ("the algebra: grad(sum over the window's items of loss_i) = sum over micro-batches j of "
            "grad(sum over j's items of loss_i): the window's raw sum is the big batch's summed gradient, however "
@@ -227,4 +230,14 @@ def verdict_lines(check: WindowCheck) -> list[str]:
                      "normalization nor BatchNorm nor dropout explains it: that would be a bug to report")
         lines += [f"  tried: {cause}" for cause in causes]
     lines.append(ALGEBRA + ("; BatchNorm and dropout break that" if check.layers else ""))
+    return lines
+
+
+def numerics_lines(this_process: str, ranks: str | None) -> list[str]:
+    """What this process computes with (its fingerprint's line), the ranks' difference if any, and
+    what bit-for-bit equality needs beyond the settings."""
+    lines = [f"numerics: this process computes with {this_process}"]
+    if ranks is not None:
+        lines.append(ranks)
+    lines.append(BIT_IDENTITY_NEEDS[0].upper() + BIT_IDENTITY_NEEDS[1:])
     return lines

@@ -6,6 +6,12 @@ silently to other parameters; with another k they reach different collectives an
 size, which every rank reaches whatever its settings) and compares it entry by entry; every rank
 then raises the same ``RanksDisagreeError``, one line naming each entry that differs and which
 ranks hold which value.
+
+Ranks that mean the same run may still compute differently: another BLAS kernel or NumPy SIMD
+target on one host rounds otherwise (``backend/numerics.py``). ``compare_rank_numerics`` gathers
+every rank's numerics fingerprint; a difference is not an error by default (the run is still right,
+equal to one process up to rounding): it returns one line saying so, or, strict, raises
+``RanksComputeDifferentlyError`` on every rank.
 """
 
 from __future__ import annotations
@@ -14,10 +20,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from minitorch_accum.backend.numerics import BIT_IDENTITY_NEEDS, NumericsFingerprint, numerics_differences
 from minitorch_accum.distributed.checkpoint_broadcast import gather_json
 from minitorch_accum.distributed.communicator import Communicator
 
-__all__ = ["RanksDisagreeError", "check_ranks_agree", "describe_disagreement"]
+__all__ = ["RanksComputeDifferentlyError", "RanksDisagreeError", "check_ranks_agree", "compare_rank_numerics",
+           "describe_disagreement", "describe_rank_numerics"]
 
 _MISSING = "<absent>"
 _SHOWN = 60  # characters of a value shown in the message
@@ -38,6 +46,10 @@ class RanksDisagreeError(ValueError):
 
 def _ranks(ranks: list[int]) -> str:
     return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}"
+
+
+class RanksComputeDifferentlyError(RanksDisagreeError):
+    """Strict numerics: the ranks compute with different BLAS kernels or NumPy SIMD targets (raised on every rank)."""
 
 
 def _show(value: Any) -> str:
@@ -88,3 +100,35 @@ def check_ranks_agree(comm: Communicator, description: Mapping[str, Any], what: 
             f"the {comm.world_size} data-parallel ranks disagree on the {what}: {' | '.join(phrases)}; start every "
             "rank with the same command line, data and model (an MPMD launch or a stale checkout on one host "
             "does this)", comm)
+
+
+def describe_rank_numerics(every: list[NumericsFingerprint]) -> list[str]:
+    """One phrase per compared numerics field on which the ranks differ, each group of ranks with
+    what it computes with: ``BLAS: rank 0 computes with OpenBLAS Haswell, rank 1 with OpenBLAS SkylakeX``."""
+    phrases = []
+    for name, values in numerics_differences(every).items():
+        groups: dict[str, list[int]] = {}
+        for rank, value in enumerate(values):
+            groups.setdefault(value, []).append(rank)
+        held = [f"{_ranks(ranks)} {'computes' if len(ranks) == 1 else 'compute'} with {value}" if position == 0
+                else f"{_ranks(ranks)} with {value}" for position, (value, ranks) in enumerate(groups.items())]
+        phrases.append(f"{name}: {', '.join(held)}")
+    return phrases
+
+
+def compare_rank_numerics(comm: Communicator, fingerprint: NumericsFingerprint, strict: bool = False) -> str | None:
+    """None when every rank computes alike (or in one process); else one line naming each differing
+    field and its ranks, or, ``strict``, RanksComputeDifferentlyError on every rank. Every rank
+    takes part (one all-gather pair) and gets the same answer."""
+    if comm.world_size == 1:
+        return None
+    every = [NumericsFingerprint.from_dict(record) for record in gather_json(comm, fingerprint.as_dict())]
+    phrases = describe_rank_numerics(every)
+    if not phrases:
+        return None
+    if strict:
+        raise RanksComputeDifferentlyError(
+            f"strict numerics (--strict-numerics): the {comm.world_size} data-parallel ranks compute differently: "
+            f"{' | '.join(phrases)}; {BIT_IDENTITY_NEEDS}", comm)
+    return (f"numerics: {' | '.join(phrases)}: the run equals one process up to rounding, not bit for bit "
+            "(start every rank with the same BLAS kernel and NumPy SIMD target; --strict-numerics refuses)")

@@ -204,6 +204,11 @@ class LearnerBuilder:
         """Let a resume continue with settings that differ from the checkpoint's (saying which)."""
         return self._set("allow_config_change", allow)
 
+    def strict_numerics(self, strict: bool = True) -> LearnerBuilder:
+        """Refuse, rather than say so in one line, ranks or a resume that compute with another BLAS
+        kernel or NumPy SIMD target (``backend/numerics.py``): they would not be bit for bit."""
+        return self._set("strict_numerics", strict)
+
     def callback(self, callback: Callback) -> LearnerBuilder:
         """Call ``callback.on_step_end(learner, record)`` after every optimizer step, on every rank
         (see ``train/callbacks.py``); callbacks run in the order they were added."""

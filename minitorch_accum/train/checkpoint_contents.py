@@ -2,9 +2,10 @@
 
 The checkpoint package verifies bytes (every file against its SHA-256, the record against its
 own); a record can still be re-signed by hand, or written by another model. So a resume first
-checks the contents against the learner it is about to fill: every state key with its type,
-the model's arrays by name, shape and dtype and finite, each optimizer slot the optimizer keeps
-(by name, shape and dtype, finite; none dropped), the accumulator's arrays and the window's
+checks the contents against the learner it is about to fill: every state key with its type (the
+numerics fingerprint field by field), the model's arrays by name, shape and dtype and finite, each
+optimizer slot the optimizer keeps (by name, shape and dtype, finite; none dropped), the
+accumulator's arrays and the window's
 sums (the items of the micro-batches it holds), the RNG, scheduler and loss-scaler states, and
 positions inside the data. The first thing wrong raises one CheckpointError naming it and the
 file it is in; nothing has been loaded then, so the learner, its model and the checkpoint
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from minitorch_accum.backend.numerics import NumericsFingerprint
 from minitorch_accum.data import DataLoader
 from minitorch_accum.train.checkpoint import CheckpointError
 from minitorch_accum.train.window_record import WindowTotals
@@ -111,11 +113,20 @@ def _check_record(state: Any) -> None:
             _check_rng(rng, f"rng_ranks[{rank}]")
     if _need(state, "settings", _DICT, top, optional=True) is None:
         _need(state, "config", _DICT, top)  # a record of an earlier version: its settings are here
+    _check_numerics(_need(state, "numerics", _DICT, top, optional=True))  # absent from earlier versions' records
     _need(state, "scheduler", _DICT, top, optional=True)
     _check_optimizer_record(_need(state, "optimizer", _DICT, top))
     meta = _need(state, "accumulator", _DICT, top)
     _check_accumulator_record(meta, next_batch, world)
     _check_window(_need(state, "window", _DICT, top), meta)
+
+
+def _check_numerics(numerics: dict[str, Any] | None) -> None:
+    if numerics is not None:
+        try:
+            NumericsFingerprint.from_dict(numerics)
+        except ValueError as problem:
+            raise _ContentError(_STATE, f"'numerics': {problem}") from None
 
 
 def _check_fit(learner: Learner, state: dict[str, Any], loader: DataLoader) -> None:

@@ -13,6 +13,7 @@ its configuration is the table in ``train/settings.py``, a window's metrics line
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +29,7 @@ from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, LocalCommunicator, WindowShare, rank_windows
 from minitorch_accum.distributed.launch import make_communicator
 from minitorch_accum.distributed.parameter_sync import broadcast_parameters, parameters_agree
-from minitorch_accum.distributed.rank_agreement import check_ranks_agree
+from minitorch_accum.distributed.rank_agreement import check_ranks_agree, compare_rank_numerics
 from minitorch_accum.distributed.zero import ZeroRedundancy, ZeroRedundancyOptimizer
 from minitorch_accum.nn import Module
 from minitorch_accum.optim import Optimizer, clip_grad_norm
@@ -170,7 +171,10 @@ class Learner:
         one (``train/stop_request.py``).
 
         Data-parallel, every rank first checks that all ranks mean the same run (settings, data,
-        model: ``train/run_agreement.py``) and raises the same RanksDisagreeError otherwise."""
+        model: ``train/run_agreement.py``) and raises the same RanksDisagreeError otherwise; ranks that
+        compute with another BLAS kernel or NumPy SIMD target are named in one line, or refused with
+        ``strict_numerics`` (``backend/numerics.py``), as is a resume on a machine that computes otherwise
+        than the checkpoint's."""
         with contextlib.ExitStack() as hold:
             if self.world_size > 1:  # a signal to one rank during the start-up stops every rank at the first window
                 hold.enter_context(self._stop.installed())
@@ -193,12 +197,16 @@ class Learner:
             train_loader = plan_learner_micro_batch(self, train_loader)
         progress = make_progress(config.progress if self.is_main else "none", metrics=config.metrics)
         self.checkpoints.settings = self.checkpoints.record(train_loader)
+        notes: list[str] = []
+        alerts: list[str] = []  # said whatever the progress display (``numerics: ...``)
         if self.world_size > 1:  # before the first collective that ranks of different runs would not match
             check_ranks_agree(self.comm, describe_run(self, train_loader, resume))
-        notes: list[str] = []
+            differs = compare_rank_numerics(self.comm, self.checkpoints.numerics, config.strict_numerics)
+            if differs is not None:
+                alerts.append(differs)
         start_epoch, start_batch = 0, 0
         if resume:
-            start_epoch, start_batch = self.checkpoints.restore(train_loader, progress, notes)
+            start_epoch, start_batch = self.checkpoints.restore(train_loader, progress, notes, alerts)
             if log is not None:
                 torn = log.truncate_after(self.step)
                 if torn is not None:
@@ -217,6 +225,10 @@ class Learner:
         progress.start(total, f"training ({config.reduction}, fusion={config.fusion}{where})")
         for note in notes:
             progress.message(note)
+        for alert in alerts:
+            progress.message(alert)
+            if self.is_main and type(progress) is Progress:  # --progress none shows nothing: stderr then
+                print(alert, file=sys.stderr, flush=True)
         self._position = (start_epoch, start_batch)
         if config.trace_out is not None:
             self.training_trace = TrainingTrace(config.trace_out, self.accumulator, self.comm)

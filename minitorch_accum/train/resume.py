@@ -2,9 +2,12 @@
 
 A checkpoint of a run holds the parameters, the optimizer's state, the gradient arena (so a
 checkpoint taken mid-window resumes mid-window), the window's sums, the scheduler, every
-rank's RNG state, the position in the data and the run's settings. Rank 0 writes; every rank
-takes part (its RNG state, ZeRO-1's shards). A resume restores all of it, refusing a run
-made with other settings (``train/run_settings.py``) unless that is allowed.
+rank's RNG state, the position in the data, the run's settings and what rank 0 computed with (its
+numerics fingerprint, ``backend/numerics.py``). Rank 0 writes; every rank takes part (its RNG
+state, ZeRO-1's shards). A resume restores all of it, refusing a run made with other settings
+(``train/run_settings.py``) unless that is allowed; on a machine that computes with another BLAS
+kernel or NumPy SIMD target it says so in one line (the resumed run then equals an uninterrupted
+one up to rounding, not bit for bit), or refuses with ``strict_numerics``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from minitorch_accum.backend import get_rng_state, set_rng_state
+from minitorch_accum.backend.numerics import (
+    BIT_IDENTITY_NEEDS,
+    NumericsFingerprint,
+    numerics_differences,
+    numerics_fingerprint,
+)
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed.checkpoint_broadcast import gather_json, share_checkpoint
 from minitorch_accum.durable_files import describe_os_error, replace_file_atomically
@@ -54,6 +63,14 @@ class LearnerCheckpoints:
         #: the position and path of the last checkpoint written (a stop does not save it twice)
         self.last_saved: tuple[Position | None, Path | None] = (None, None)
         self.restored_from: Path | None = None
+        self._numerics: NumericsFingerprint | None = None
+
+    @property
+    def numerics(self) -> NumericsFingerprint:
+        """What this process computes with (taken once, when first asked: the ranks' check, a resume or a save)."""
+        if self._numerics is None:
+            self._numerics = numerics_fingerprint()
+        return self._numerics
 
     def record(self, loader: DataLoader) -> dict[str, Any]:
         """This run's settings, for the checkpoints and the resume comparison."""
@@ -90,6 +107,7 @@ class LearnerCheckpoints:
             "accumulator": acc_state["meta"],
             "window": learner.window.state(),
             "settings": self.settings,
+            "numerics": self.numerics.as_dict(),
             "config": {"reduction": config.reduction, "fusion": config.fusion, "num_epochs": config.num_epochs},
         }
         arrays = {"model": learner.step_model.to_record(), "optimizer": opt_arrays,
@@ -139,8 +157,28 @@ class LearnerCheckpoints:
         if changes:
             progress.message(f"resuming with changed settings: {describe_changes(changes)}")
 
-    def restore(self, loader: DataLoader, progress: Progress, notes: list[str]) -> tuple[int, int]:
-        """Load the newest intact checkpoint into the learner; return (epoch, next micro-batch)."""
+    def compare_numerics(self, state: dict[str, Any]) -> str | None:
+        """None when the checkpoint was written computing as this process does (or by a version that did
+        not record it); else one line saying what differs, or, ``strict_numerics``, SettingsMismatchError."""
+        if state.get("numerics") is None:
+            return None
+        saved = NumericsFingerprint.from_dict(state["numerics"])  # checked with the record
+        differences = numerics_differences([saved, self.numerics])
+        if not differences:
+            return None
+        what = "; ".join(f"{name}: this checkpoint was written with {old}, this machine computes with {new}"
+                         for name, (old, new) in differences.items())
+        if self.learner.config.strict_numerics:
+            raise SettingsMismatchError(
+                f"resume: strict numerics (--strict-numerics): {what} (checkpoint in {self.checkpointer.directory}); "
+                f"{BIT_IDENTITY_NEEDS}")
+        return (f"numerics: {what}: the resumed run equals an uninterrupted one up to rounding, not bit for bit "
+                "(--strict-numerics refuses)")
+
+    def restore(self, loader: DataLoader, progress: Progress, notes: list[str],
+                alerts: list[str] | None = None) -> tuple[int, int]:
+        """Load the newest intact checkpoint into the learner; return (epoch, next micro-batch).
+        Lines for the user go to ``notes``, a numerics difference to ``alerts`` (else ``notes``)."""
         learner = self.learner
         loaded = None
         if learner.is_main:
@@ -153,6 +191,9 @@ class LearnerCheckpoints:
         arrays, state = share_checkpoint(learner.comm, loaded) if learner.world_size > 1 else loaded
         check_checkpoint_record(state, self.restored_from)  # keys and types, before anything reads them
         self.adopt_settings(state, loader, progress)
+        differs = self.compare_numerics(state)
+        if differs is not None:
+            (notes if alerts is None else alerts).append(differs)
         check_checkpoint_contents(learner, arrays, state, loader, self.restored_from)  # before loading any
         learner.step_model.load_record(arrays["model"])
         opt = state["optimizer"]

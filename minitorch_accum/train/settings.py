@@ -211,6 +211,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("allow_config_change", Flag(), False,
             "with --resume: continue even if settings differ from the checkpoint's (says which)", resume=True,
             flag="--allow-config-change", commands=("train",)),
+    Setting("strict_numerics", Flag(), False,
+            "refuse to train when data-parallel ranks, or the machine a run resumes on and the checkpoint's, compute "
+            "with another BLAS kernel or NumPy SIMD target (without it, one line says the run then equals one "
+            "process, or an uninterrupted run, up to rounding, not bit for bit)", resume=True,
+            flag="--strict-numerics", commands=("train",)),
     # ---- data parallelism (how the work is shared, not what is computed)
     Setting("distributed", Optional(Choice(COMMUNICATORS)), None,
             "communicator: auto = MPI when started by mpiexec with more than one rank (None: one process)",

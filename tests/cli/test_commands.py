@@ -61,6 +61,12 @@ def test_explain_shows_kernels_and_the_check(capsys: pytest.CaptureFixture) -> N
     out = capsys.readouterr().out
     assert "gemm-beta0" in out and "gemm-beta1" in out and "copy_scale" in out
     assert "verdict: EQUAL within rounding" in out and "tolerance 1e-12 for float64" in out
+    # what bit for bit needs, beyond rounding: this process's fingerprint and the rule
+    from minitorch_accum.backend.numerics import BIT_IDENTITY_NEEDS, numerics_fingerprint
+
+    flat = " ".join(out.split())  # wrapped at 110 columns
+    assert f"numerics: this process computes with {numerics_fingerprint().describe()}" in flat
+    assert BIT_IDENTITY_NEEDS[1:] in flat
 
 
 def test_explain_shows_the_mean_bug_on_sequences(capsys: pytest.CaptureFixture) -> None:

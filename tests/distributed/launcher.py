@@ -42,11 +42,17 @@ def run_ranks(ranks: int, module_args: list[str], timeout: float = TIMEOUT_SECON
     return result
 
 
-def run_programs(programs: list[list[str]], timeout: float = TIMEOUT_SECONDS) -> subprocess.CompletedProcess:
+def run_programs(programs: list[list[str]], timeout: float = TIMEOUT_SECONDS,
+                 environments: list[dict[str, str | None]] | None = None) -> subprocess.CompletedProcess:
     """An MPMD launch, one rank per program: ``mpiexec -prepend-rank -n 1 python -m mpi4py -m <program 0>
-    : -n 1 ...``; each output line starts with ``[rank]``. Not checked: the caller reads the exit status."""
+    : -n 1 ...``; each output line starts with ``[rank]``. ``environments``: per rank, variables to set
+    (a value) or remove (None) in that rank alone, through ``env``, as a user's launch line does. Not
+    checked: the caller reads the exit status."""
     command = [mpiexec(), "-prepend-rank"]
     for position, program in enumerate(programs):
-        command += ([":"] if position else []) + ["-n", "1", sys.executable, "-m", "mpi4py", "-m", *program]
+        changes = environments[position] if environments else {}
+        prefix = ["env", *(f"--unset={name}" if value is None else f"{name}={value}"
+                           for name, value in changes.items())] if changes else []
+        command += ([":"] if position else []) + ["-n", "1", *prefix, sys.executable, "-m", "mpi4py", "-m", *program]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPOSITORY), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(command, cwd=REPOSITORY, env=env, capture_output=True, text=True, timeout=timeout)

@@ -188,6 +188,7 @@ def test_the_readme_launch_line_gives_the_single_process_parameters_bit_for_bit(
               "--epochs", "1", "--progress", "plain", "--checkpoint-every", "4"]
     launched = run_ranks(RANKS, ["minitorch_accum.cli", *common, "--accum", "4", "--out", str(tmp_path / "two")])
     assert launched.stdout.count("trained 6 optimizer steps") == 1  # rank 0 alone reports
+    assert "numerics" not in launched.stdout + launched.stderr  # ranks that compute alike: nothing to say
     subprocess.run([sys.executable, "-m", "minitorch_accum.cli", *common, "--accum", "8", "--out",
                     str(tmp_path / "one")], check=True, capture_output=True, timeout=120)
     two = load_file(str(tmp_path / "two" / "final.safetensors"))
@@ -206,3 +207,5 @@ def test_explain_under_mpiexec_shows_the_reduction_and_the_check() -> None:
     assert "bucket 0 [0:" in out and "allreduce" in out
     assert "divide the summed gradient by the window's 32 items" in out
     assert "verdict: EQUAL within rounding" in out
+    assert out.count("numerics: this process computes with BLAS ") == 1
+    assert "Bit for bit needs every rank" in out and "rank 1 with" not in out  # the ranks compute alike

@@ -1,5 +1,7 @@
 """Ranks that disagree: every rank stops at the start with one line naming what differs and which
 ranks hold which value, instead of training silently to other parameters or waiting for ever.
+Ranks that compute with another BLAS kernel train on, rank 0 saying in one line that the run is
+then not bit for bit (or every rank refuses, with --strict-numerics).
 
 Under mpiexec with an MPMD launch (one command line per rank, as a careless or hostile launch
 does), and without MPI for the pieces: the comparison, the run's description (settings, data, model).
@@ -7,16 +9,28 @@ does), and without MPI for the pieces: the comparison, the run's description (se
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import platform
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from minitorch_accum.backend.numerics import NumericsFingerprint, numerics_fingerprint
 from minitorch_accum.data import ArrayDataset, DataLoader
 from minitorch_accum.distributed import LocalCommunicator
-from minitorch_accum.distributed.rank_agreement import check_ranks_agree, describe_disagreement
+from minitorch_accum.distributed.rank_agreement import (
+    RanksComputeDifferentlyError,
+    check_ranks_agree,
+    compare_rank_numerics,
+    describe_disagreement,
+)
+from minitorch_accum.testing import run_ranks
 from minitorch_accum.train.run_agreement import data_description
 from tests.distributed.launcher import run_programs
 
@@ -101,3 +115,76 @@ def test_every_learner_setting_but_the_per_rank_ones_is_compared(tmp_path: Path)
     whole = describe_run(learner, loader, resume=False)
     assert whole["model.parameters"][0] == ["module.0.weight", [6, 16], "float64"]
     assert json.loads(json.dumps(whole)) == whole  # what the ranks exchange is plain JSON
+
+
+def _with_kernel(fingerprint: NumericsFingerprint, kernel: str) -> NumericsFingerprint:
+    return dataclasses.replace(fingerprint, blas=tuple(dataclasses.replace(b, kernel=kernel) for b in fingerprint.blas))
+
+
+def _numerics_on_each_rank(fingerprints: list[NumericsFingerprint], strict: bool) -> list[str | None]:
+    """What compare_rank_numerics gives (or raises) on each of the simulated ranks."""
+    def rank(comm: object) -> str | None:
+        try:
+            return compare_rank_numerics(comm, fingerprints[comm.rank], strict)
+        except RanksComputeDifferentlyError as refused:
+            return f"refused: {refused}"
+    return run_ranks(len(fingerprints), rank)
+
+
+def test_ranks_that_compute_alike_say_nothing_whatever_their_threads() -> None:
+    here = numerics_fingerprint()
+    fewer_threads = dataclasses.replace(here, native_threads=1, kernel_path="reference",
+                                        blas=tuple(dataclasses.replace(b, threads=1) for b in here.blas))
+    assert _numerics_on_each_rank([here, fewer_threads, here], strict=True) == [None, None, None]
+
+
+def test_ranks_on_other_kernels_get_one_line_or_every_rank_refuses_when_strict() -> None:
+    here = numerics_fingerprint()
+    every = [_with_kernel(here, "Haswell"), _with_kernel(here, "SkylakeX"), _with_kernel(here, "Haswell")]
+    said = _numerics_on_each_rank(every, strict=False)
+    named = "BLAS: ranks 0, 2 compute with OpenBLAS Haswell, rank 1 with OpenBLAS SkylakeX"
+    assert said[0] == said[1] == said[2] and said[0].startswith(f"numerics: {named}: the run equals one process "
+                                                                "up to rounding, not bit for bit")
+    refused = _numerics_on_each_rank(every, strict=True)
+    assert all(r.startswith("refused: strict numerics (--strict-numerics): the 3 data-parallel ranks compute "
+                            f"differently: {named}; bit for bit needs") for r in refused), refused
+
+
+def _openblas_kernels() -> tuple[str, str]:
+    """(the kernel OpenBLAS picks on this machine, another it can be forced to), or skip."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("OpenBLAS's x86 core types")
+    env = {name: value for name, value in os.environ.items() if name != "OPENBLAS_CORETYPE"}
+    code = "from minitorch_accum.backend.numerics import numerics_fingerprint as f; print(f().compared()['BLAS'])"
+    picked = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                            check=True).stdout.strip()
+    if not picked.startswith("OpenBLAS "):
+        pytest.skip(f"NumPy here computes with {picked}, not OpenBLAS")
+    return picked.removeprefix("OpenBLAS "), "Sandybridge" if picked == "OpenBLAS Haswell" else "Haswell"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("strict", [False, True], ids=["says-so", "strict-refuses"])
+def test_ranks_on_other_blas_kernels_are_told(tmp_path: Path, strict: bool, report: list[str]) -> None:
+    # the issue's launch: OPENBLAS_CORETYPE on one rank alone; the parameters then differ by ~1e-16
+    picked, forced = _openblas_kernels()
+    options = ["--strict-numerics"] if strict else []
+    result = run_programs([[*TRAIN, "--accum", "4", *options, "--out", str(tmp_path / "a")],
+                           [*TRAIN, "--accum", "4", *options, "--out", str(tmp_path / "b")]], timeout=60,
+                          environments=[{"OPENBLAS_CORETYPE": forced}, {"OPENBLAS_CORETYPE": None}])
+    named = f"BLAS: rank 0 computes with OpenBLAS {forced}, rank 1 with OpenBLAS {picked}"
+    if strict:
+        lines = [line for line in result.stderr.splitlines() if "strict numerics" in line]
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert sorted(line.split(" ", 1)[0] for line in lines) == ["[0]", "[1]"], result.stderr[-3000:]
+        assert all(f"maccum train: error: strict numerics (--strict-numerics): the 2 data-parallel ranks compute "
+                   f"differently: {named}; bit for bit needs" in line for line in lines), lines
+        assert not (tmp_path / "a" / "final.safetensors").exists()
+        return
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if "numerics:" in line]
+    assert result.returncode == 0, result.stderr[-3000:]
+    # rank 0 alone says it, once, on stderr (--progress none shows nothing else), and the run goes on
+    assert lines == [f"[0] numerics: {named}: the run equals one process up to rounding, not bit for bit (start "
+                     "every rank with the same BLAS kernel and NumPy SIMD target; --strict-numerics refuses)"], lines
+    assert (tmp_path / "a" / "final.safetensors").exists()
+    report.append(f"ranks on OpenBLAS {forced} and {picked}: {lines[0][:100]}...")

@@ -1,0 +1,113 @@
+"""The numerics fingerprint: what it reads of this process, its record, and which differences count
+(the BLAS kernel and NumPy's SIMD target do; threads, versions and the kernel path do not)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from minitorch_accum.backend.numerics import (
+    BlasLibrary,
+    NumericsFingerprint,
+    numerics_differences,
+    numerics_fingerprint,
+)
+
+SKYLAKE = NumericsFingerprint(
+    blas=(BlasLibrary("numpy", "openblas", "0.3.31", "SkylakeX", 2), BlasLibrary("scipy", "openblas", "0.3.30",
+                                                                             "SkylakeX", 2)),
+    numpy="2.4.6", scipy="1.17.1", numpy_simd="AVX512_SPR", kernel_path="native", native_threads=2)
+
+
+def _kernel(fingerprint: NumericsFingerprint, kernel: str) -> NumericsFingerprint:
+    return dataclasses.replace(fingerprint, blas=tuple(dataclasses.replace(b, kernel=kernel) for b in fingerprint.blas))
+
+
+def test_this_process_is_described_and_its_record_comes_back_from_json() -> None:
+    import numpy as np
+    import scipy
+
+    here = numerics_fingerprint()
+    assert here.numpy == np.__version__ and here.scipy == scipy.__version__
+    assert {library.owner for library in here.blas} >= {"numpy", "scipy"}  # SciPy's BLAS is loaded for the record
+    assert here.kernel_path in ("native", "reference", "emulated")
+    back = NumericsFingerprint.from_dict(json.loads(json.dumps(here.as_dict())))
+    assert back == here
+    line = here.describe()
+    assert "\n" not in line and f"NumPy {np.__version__} (SIMD {here.numpy_simd})" in line
+    for library in here.blas:
+        assert f"{library.owner}'s " in line and (library.kernel or library.version) in line
+
+
+def test_threads_versions_and_the_kernel_path_are_no_difference() -> None:
+    # measured (backend/numerics.py): none of these changes a run's bits, so none may raise the alarm
+    other = dataclasses.replace(SKYLAKE, numpy="2.2.6", scipy="1.16.0", kernel_path="reference", native_threads=1,
+                                blas=tuple(dataclasses.replace(b, threads=1, version="0.3.29") for b in SKYLAKE.blas))
+    assert numerics_differences([SKYLAKE, other]) == {}
+    assert numerics_differences([SKYLAKE, SKYLAKE, SKYLAKE]) == {}
+
+
+def test_another_blas_kernel_or_numpy_simd_target_is_named_in_words() -> None:
+    haswell = _kernel(SKYLAKE, "Haswell")
+    assert numerics_differences([haswell, SKYLAKE]) == {"BLAS": ["OpenBLAS Haswell", "OpenBLAS SkylakeX"]}
+    lower = dataclasses.replace(SKYLAKE, numpy_simd="X86_V3")
+    assert numerics_differences([SKYLAKE, lower, haswell]) == {
+        "BLAS": ["OpenBLAS SkylakeX", "OpenBLAS SkylakeX", "OpenBLAS Haswell"],
+        "NumPy SIMD": ["AVX512_SPR", "X86_V3", "AVX512_SPR"]}
+    # NumPy's and SciPy's libraries on different kernels: each is named with its owner
+    mixed = dataclasses.replace(SKYLAKE, blas=(SKYLAKE.blas[0], dataclasses.replace(SKYLAKE.blas[1], kernel="Haswell")))
+    assert numerics_differences([SKYLAKE, mixed])["BLAS"][1] == "OpenBLAS SkylakeX (numpy), OpenBLAS Haswell (scipy)"
+    mkl = dataclasses.replace(SKYLAKE, blas=(BlasLibrary("numpy", "mkl", "2024.1", None, 2),))
+    assert numerics_differences([SKYLAKE, mkl])["BLAS"] == ["OpenBLAS SkylakeX", "MKL 2024.1"]
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (lambda r: r.pop("numpy_simd"), "lacks 'numpy_simd'"),
+    (lambda r: r.__setitem__("blas", "openblas"), "'blas' is 'openblas', not list"),
+    (lambda r: r["blas"][1].__setitem__("kernel", 5), "'blas[1].kernel' is 5, not str"),
+    (lambda r: r["blas"][0].pop("threads"), "lacks 'blas[0].threads'"),
+    (lambda r: r["blas"].__setitem__(0, 7), "blas[0] is 7, not an object"),
+    (lambda r: r.__setitem__("native_threads", "2"), "'native_threads' is '2', not int"),
+])
+def test_a_damaged_record_is_refused_naming_the_field(change: object, named: str) -> None:
+    record = SKYLAKE.as_dict()
+    change(record)
+    with pytest.raises(ValueError, match="numerics fingerprint") as refused:
+        NumericsFingerprint.from_dict(record)
+    assert named in str(refused.value)
+
+
+def _fingerprint_in_a_child(**environment: str) -> NumericsFingerprint:
+    env = {name: value for name, value in os.environ.items() if name not in ("OPENBLAS_CORETYPE",
+                                                                                  "NPY_DISABLE_CPU_FEATURES")}
+    code = ("import json; from minitorch_accum.backend.numerics import numerics_fingerprint; "
+            "print(json.dumps(numerics_fingerprint().as_dict()))")
+    done = subprocess.run([sys.executable, "-c", code], env={**env, **environment}, capture_output=True, text=True,
+                          timeout=120, check=True)
+    return NumericsFingerprint.from_dict(json.loads(done.stdout))
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="OpenBLAS's x86 core types")
+def test_openblas_coretype_and_numpy_cpu_features_show_in_the_fingerprint() -> None:
+    import numpy as np
+
+    if np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"] != "scipy-openblas":
+        pytest.skip("NumPy here is not built with its bundled OpenBLAS")
+    sandybridge = _fingerprint_in_a_child(OPENBLAS_CORETYPE="Sandybridge")
+    haswell = _fingerprint_in_a_child(OPENBLAS_CORETYPE="Haswell")
+    assert {library.kernel for library in haswell.blas} == {"Haswell"}
+    assert numerics_differences([sandybridge, haswell]) == {"BLAS": ["OpenBLAS Sandybridge", "OpenBLAS Haswell"]}
+    from numpy._core import _multiarray_umath as umath
+
+    dispatched = [target for target in umath.__cpu_dispatch__ if umath.__cpu_features__.get(target)]
+    if not dispatched:
+        pytest.skip("this CPU has none of NumPy's dispatch targets")
+    lowered = _fingerprint_in_a_child(OPENBLAS_CORETYPE="Haswell", NPY_DISABLE_CPU_FEATURES=",".join(dispatched))
+    assert lowered.numpy_simd.startswith("baseline")
+    assert numerics_differences([haswell, lowered]) == {"NumPy SIMD": [dispatched[-1], lowered.numpy_simd]}
