@@ -130,13 +130,13 @@ class _Holder(nn.Module):
 def test_a_write_through_a_view_of_a_saved_array_is_seen() -> None:
     w = nn.Param(np.arange(6.0).reshape(3, 2))
     h = mta.tensor(np.ones((4, 3)), dtype="float64")
-    for write in (lambda: w.data[1:, 0].__setitem__(Ellipsis, 7.0),   # a NumPy view of the parameter's array
-                  lambda: w.mT.data.__setitem__((1, 2), 7.0),         # the array of an op's view of it
-                  lambda: init.zeros_(w.detach())):                   # an API write to a detached tensor: its version
+    for write, seen_by in ((lambda: w.data[1:, 0].__setitem__(Ellipsis, 7.0), "bytes changed"),  # a NumPy view
+                           (lambda: w.mT.data.__setitem__((1, 2), 7.0), "bytes changed"),  # an op's view's array
+                           (lambda: init.zeros_(w.detach()), "version went from")):  # detach shares the version
         w.data[...] = np.arange(6.0).reshape(3, 2)
         loss = (h @ w).sum()
         write()
-        with pytest.raises(InPlaceModificationError):
+        with pytest.raises(InPlaceModificationError, match=seen_by):
             loss.backward()
 
 
