@@ -10,7 +10,7 @@ from minitorch_accum.autodiff.graph import apply
 from minitorch_accum.autodiff.graph_reuse import REUSE_OUTCOMES, GraphReuse, ReuseReport
 from minitorch_accum.autodiff.reductions import ValuesIndices
 from minitorch_accum.autodiff.sampling import *  # noqa: F403
-from minitorch_accum.autodiff.saved_versions import InPlaceModificationError
+from minitorch_accum.autodiff.saved_versions import InPlaceModificationError, detect_raw_writes
 from minitorch_accum.autodiff.tensor import ElementCount, Tensor, matmul
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "Tensor",
     "ValuesIndices",
     "apply",
+    "detect_raw_writes",
     "enable_grad",
     "is_grad_enabled",
     "matmul",

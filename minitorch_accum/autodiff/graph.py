@@ -20,7 +20,7 @@ import numpy as np
 
 from minitorch_accum import ops
 from minitorch_accum.autodiff.grad_mode import float_errors_silenced, is_grad_enabled
-from minitorch_accum.autodiff.saved_versions import fingerprint, modified_error, same_fingerprint
+from minitorch_accum.autodiff.saved_versions import check, watch
 from minitorch_accum.backend import Backend, backend_of_array, is_float_dtype
 from minitorch_accum.ops.function import Context, Function
 
@@ -84,7 +84,8 @@ class TensorBase:
 
     @property
     def view_of(self) -> TensorBase | None:
-        """The tensor whose array an op's view result (``w.mT``, a reshape) views, or None."""
+        """The tensor whose array an op's view result (``w.mT``, a reshape) or a ``detach()`` views,
+        or None: its writes are theirs (``version``)."""
         return self._view_of
 
     @property
@@ -146,10 +147,9 @@ class Node:
         self.watch_saved(inputs)
 
     def watch_saved(self, inputs: tuple[TensorBase, ...]) -> None:
-        """Note, for the version check, each input whose array the forward saved (graph reuse
-        calls it again when it refills the node)."""
-        #: (index, input, the tensor whose writes it counts, its version, the saved array, its
-        #: fingerprint) of each input whose array the forward saved; None when it saved none
+        """Note, for the check of saved inputs, each input whose array the forward saved (graph
+        reuse calls it again when it refills the node)."""
+        #: saved_versions.watch's entry for each input whose array the forward saved; None when none
         self.watched: list[tuple[Any, ...]] | None = None
         saved = self.ctx.saved
         if saved:
@@ -157,23 +157,17 @@ class Node:
                 data = tensor.data
                 for array in saved:  # by identity: ops save their input arrays themselves
                     if array is data:
-                        source = tensor._view_of or tensor
-                        mark = fingerprint(data) if source.requires_grad and source._node is None else None
-                        entry = (index, tensor, source, source._version, data, mark)
                         if self.watched is None:
-                            self.watched = [entry]
+                            self.watched = [watch(index, tensor)]
                         else:
-                            self.watched.append(entry)
+                            self.watched.append(watch(index, tensor))
                         break
 
     def check_saved(self) -> None:
         """InPlaceModificationError when an input the forward saved was written in place since
-        (see saved_versions.py: what the version and the fingerprint catch)."""
-        for index, tensor, source, version, array, mark in self.watched or ():
-            if source._version != version:
-                raise modified_error(self.fn.op_name(), index, tensor, source, version)
-            if mark is not None and (array.item(0), array.item(-1)) != mark and not same_fingerprint(mark, array):
-                raise modified_error(self.fn.op_name(), index, tensor, source, None)
+        (see saved_versions.py: what the version and the checksum catch)."""
+        if self.watched:
+            check(self.fn, self.watched)
 
     def release(self) -> None:
         """Free saved activations and the references to inputs once backward is done with them."""

@@ -167,8 +167,11 @@ class Tensor(TensorBase, MovementMixin, ReductionMixin, ConversionMixin):
         return result
 
     def detach(self) -> Tensor:
-        """The same data, cut from the graph (no gradient flows through it)."""
-        return self.wrap(self.data)
+        """The same data, cut from the graph (no gradient flows through it). It counts the writes
+        of this tensor's array (its version), as PyTorch's detach shares the version counter."""
+        out = self.wrap(self.data)
+        out._view_of = self._view_of or self
+        return out
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Mark a leaf as needing a gradient (in place); returns self."""

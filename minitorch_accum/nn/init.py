@@ -87,6 +87,7 @@ def _checked(op: str, tensor: Any) -> Tensor:
 
 def _overwrite(tensor: Tensor, values: np.ndarray) -> Tensor:
     tensor.data[...] = tensor.backend.asarray(values.astype(tensor.dtype))
+    tensor.bump_version()  # a graph that saved the tensor before can no longer be differentiated
     return tensor
 
 
