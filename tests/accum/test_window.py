@@ -44,3 +44,13 @@ def test_a_checkpoint_of_the_window_keeps_its_keys_and_loads_both_ways() -> None
     acc.load_state_dict({"meta": saved, "arrays": {}})  # as written before the window was one value
     assert acc.window == Window(5) and acc.steps == 2 and acc.skipped_windows == [3]
     assert acc.state_dict() == {"meta": saved, "arrays": {}}
+
+
+def test_gradients_taken_scaled_leave_a_window_whose_scale_is_one() -> None:
+    model = mlp()
+    x, y = data()
+    acc = Accumulator(model, steps=1, reduction="items", fusion="leaf")
+    acc.backward(summed_loss(model, x[:4], y[:4], "float64"), num_items=4)
+    grads = acc.grads()  # scaled by 1/4 in place: a step reading the window must not scale again
+    assert acc.window.scale == 1.0 and acc.gradient_window().grad_scale == 1.0
+    assert all(grads[p] is view for p, view in acc.store.views())
