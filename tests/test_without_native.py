@@ -53,8 +53,8 @@ def test_peak_memory_without_the_native_module_counts_arrays_and_never_starts_tr
     script = WITHOUT_NATIVE + textwrap.dedent("""
         import tracemalloc
         import numpy as np
-        from minitorch_accum.accum import PeakMemory
-        from minitorch_accum.accum.array_tracker import array_tracker
+        from minitorch_accum.observe import PeakMemory
+        from minitorch_accum.observe.array_tracker import array_tracker
 
         with PeakMemory() as plain:
             a = np.empty(10_000, dtype=np.uint8)

@@ -12,7 +12,8 @@ from benchmarks.end_to_end.cases import ModelCase
 from benchmarks.end_to_end.windows import MicroBatches, traced_window
 from benchmarks.harness.contention import cpu_ticks, other_cpu_share
 from benchmarks.harness.timing import median
-from minitorch_accum.accum import AccumulationTrace, Accumulator, KernelEvent
+from minitorch_accum.accum import Accumulator
+from minitorch_accum.observe import AccumulationTrace, KernelEvent
 
 __all__ = ["kernel_trace"]
 

@@ -1,6 +1,6 @@
 // The bytes of NumPy array buffers and of Python objects allocated while a memory probe is
 // open, counted with no Python code on the way of any allocation (Python face:
-// minitorch_accum/kernels/memory_counter.py; user: minitorch_accum/accum/memory.py).
+// minitorch_accum/kernels/memory_counter.py; user: minitorch_accum/observe/memory.py).
 //
 // Two hooks, each forwarding every call to the allocator it stands in front of:
 // - a NEP 49 data-memory handler (NumPy's PyDataMem_Handler) over NumPy's default handler,

@@ -1,5 +1,6 @@
-"""Accumulation: the persistent gradient arena, the Accumulator, normalization rules,
-loss scaling, memory accounting and the kernel trace."""
+"""Accumulation: the persistent gradient arena, the Accumulator and its window, the two stores,
+normalization, loss scaling and the data-parallel reducer's hook. Observing it (memory, the
+kernel trace, the precision study) is ``minitorch_accum.observe``'s."""
 
 from minitorch_accum.accum.accumulator import FUSIONS, Accumulator
 from minitorch_accum.accum.arena import GradArena
@@ -8,15 +9,13 @@ from minitorch_accum.accum.container_store import ContainerStore, GradientsAccum
 from minitorch_accum.accum.gradient_store import ForeignParameterError, GradientStore
 from minitorch_accum.accum.loss_check import MeanLossError
 from minitorch_accum.accum.loss_scaler import DynamicLossScaler, ScaleEvent
-from minitorch_accum.accum.memory import MemoryReport, PeakMemory
 from minitorch_accum.accum.normalization import REDUCTIONS, WINDOW_REDUCTIONS, window_scale
-from minitorch_accum.accum.trace import AccumulationTrace, KernelEvent
+from minitorch_accum.accum.window import Window
 
 __all__ = [
     "FUSIONS",
     "REDUCTIONS",
     "WINDOW_REDUCTIONS",
-    "AccumulationTrace",
     "Accumulator",
     "ArenaStore",
     "ContainerStore",
@@ -25,10 +24,8 @@ __all__ = [
     "GradArena",
     "GradientStore",
     "GradientsAccumulator",
-    "KernelEvent",
     "MeanLossError",
-    "MemoryReport",
-    "PeakMemory",
     "ScaleEvent",
+    "Window",
     "window_scale",
 ]

@@ -24,16 +24,18 @@ import numpy as np
 from minitorch_accum.accum import normalization
 from minitorch_accum.accum.arena import GradArena
 from minitorch_accum.accum.arena_store import ArenaStore
+from minitorch_accum.accum.backward_checks import check_backward, check_whole
 from minitorch_accum.accum.container_store import ContainerStore
 from minitorch_accum.accum.gradient_store import GradientStore
-from minitorch_accum.accum.loss_check import check_not_mean
 from minitorch_accum.accum.loss_scaler import DynamicLossScaler
-from minitorch_accum.accum.memory import MemoryReport, PeakMemory, array_bytes
-from minitorch_accum.accum.trace import AccumulationTrace
+from minitorch_accum.accum.window import Window
 from minitorch_accum.accum.window_reducer import WindowReducer
-from minitorch_accum.accum.window_tracer import WindowTracer
 from minitorch_accum.autodiff import Gradients, InPlaceModificationError, Tensor
 from minitorch_accum.nn import Module
+from minitorch_accum.observe.memory import MemoryReport, PeakMemory, array_bytes
+from minitorch_accum.observe.trace import AccumulationTrace
+from minitorch_accum.observe.watched_writes import watched_writes
+from minitorch_accum.observe.window_tracer import WindowTracer
 from minitorch_accum.optim import GradientWindow
 
 __all__ = ["FUSIONS", "Accumulator"]
@@ -73,8 +75,10 @@ class Accumulator:
             is summed over every rank, and normalized by the items of every rank.
 
     The gradients themselves live in ``self.store`` (an ArenaStore, or a ContainerStore
-    for ``fusion="none"``); the Accumulator keeps the window: how many micro-batches and
-    items it holds, how it is normalized, and whether it may step.
+    for ``fusion="none"``); the Accumulator keeps the window, one value (``self.window``,
+    a ``Window``): how many micro-batches and items it holds, and once closed the scale
+    that normalizes it and whether it may step. Observation is asked for here (``trace``,
+    ``micro_batch()``) and done in ``minitorch_accum.observe``.
     """
 
     def __init__(self, model: Module, steps: int, reduction: str = "items", fusion: str = "gemm",
@@ -105,7 +109,8 @@ class Accumulator:
             ContainerStore(named) if fusion == "none"
             else ArenaStore(named, accum_dtype, compensated=compensated, fuse_gemm=fusion == "gemm",
                             shards=1 if reducer is None else reducer.shards))
-        self.window_index = 0
+        #: the window being accumulated: its index, micro-batches and items, its scale once closed
+        self.window = Window()
         self._tracer: WindowTracer | None = None
         path = trace if isinstance(trace, str | os.PathLike) else None
         if isinstance(trace, AccumulationTrace) or trace is True or path is not None:
@@ -116,63 +121,6 @@ class Accumulator:
             raise TypeError(f"trace must be a bool, an AccumulationTrace or a path, got {type(trace).__name__}")
         self.skipped_windows: list[int] = []
         self.activation_peaks: list[int] = []
-        self._reset_window()
-
-    def _reset_window(self) -> None:
-        self._micro_step = 0
-        self._items = 0
-        self._closed = False
-        self._pending_scale: float | None = None
-        self._nonfinite: bool | None = None
-
-    # ------------------------------------------------------------ window state
-    @property
-    def trace(self) -> AccumulationTrace | None:
-        """The trace (None when not tracing); assign one to start tracing, None to stop."""
-        return None if self._tracer is None else self._tracer.trace
-
-    @trace.setter
-    def trace(self, trace: AccumulationTrace | None) -> None:
-        self._tracer = None if trace is None else WindowTracer(trace, self)
-        self.store.recorder = self._tracer
-
-    def _span(self, phase: str, *args: Any) -> contextlib.AbstractContextManager:
-        # a phase of the window as a span of the trace; nothing when not tracing
-        return contextlib.nullcontext() if self._tracer is None else getattr(self._tracer, phase)(*args)
-
-    @property
-    def arena(self) -> GradArena | None:
-        """The persistent gradient arena (None on Burn's container path, ``fusion="none"``)."""
-        return getattr(self.store, "arena", None)
-
-    @property
-    def micro_step(self) -> int:
-        """Micro-batches accumulated in the current window."""
-        return self._micro_step
-
-    @property
-    def items_seen(self) -> int:
-        """Items (``num_items`` summed) in the current window."""
-        return self._items
-
-    @property
-    def is_boundary(self) -> bool:
-        """True when the window holds ``steps`` micro-batches: time to step the optimizer."""
-        return self._micro_step >= self.steps
-
-    def set_steps(self, steps: int) -> None:
-        """Change k between windows (an accumulation schedule)."""
-        if self._micro_step:
-            raise RuntimeError("set_steps: the current window is not empty; change k after acc.zero()")
-        self.steps = _check_steps(steps)
-
-    def device(self) -> Any:
-        return self._first_param.device
-
-    def _check_whole(self, what: str) -> None:
-        if self.store.poisoned:
-            raise RuntimeError(f"{what}: a backward() of this window failed halfway, so its gradients are not "
-                               "sums of whole micro-batches; call acc.zero() to discard the window")
 
     # --------------------------------------------------------------- backward
     def backward(self, loss: Tensor, num_items: int | None = None, closes_window: bool | None = None, *,
@@ -187,44 +135,15 @@ class Accumulator:
         forward saved and that was changed in place since is refused before anything is
         written (InPlaceModificationError, naming the op and the parameter).
         """
-        self._check_whole("backward")
-        if self._closed:
-            raise RuntimeError("backward: this window was closed by grads()/an optimizer step; call acc.zero() first")
-        if self._micro_step >= self.steps:
-            raise RuntimeError(f"backward: the window already holds steps={self.steps} micro-batches; "
-                               "step the optimizer and call acc.zero()")
-        if not isinstance(loss, Tensor) or loss.size != 1:
-            raise ValueError(f"backward: loss must be a one-element Tensor, got "
-                             f"{type(loss).__name__}{getattr(loss, 'shape', '')}")
-        if num_items is None:
-            if self.reduction == "items":
-                raise ValueError("backward: reduction='items' needs num_items= (how many items the summed loss "
-                                 "covers); use reduction='mean' for losses that are already means")
-        elif isinstance(num_items, bool) or not isinstance(num_items, int | np.integer) or num_items < 0:
-            raise ValueError(f"backward: num_items must be a non-negative int, got {num_items!r}")
-        elif self.reduction == "items" and not allow_mean_loss:
-            check_not_mean(loss, int(num_items))
-        seed = None
-        scale = 1.0
-        if self.loss_scaler is not None:
-            factor = self.loss_scaler.scale
-            # a scale beyond the loss dtype's range (2^16 > float16's 65504) becomes inf here,
-            # which marks the window and lowers the scale, as any overflow would
-            with np.errstate(over="ignore"):
-                seed = loss.backend.xp.full(loss.data.shape, factor, dtype=loss.dtype)
-            scale = 1.0 / factor
+        check_backward(self.window, self.steps, self.reduction, self.store.poisoned, loss, num_items, allow_mean_loss)
+        seed, scale = _seed(loss, self.loss_scaler)
         if self.reducer is not None and (closes_window or (closes_window is None
-                                                           and self._micro_step + 1 == self.steps)):
+                                                           and self.window.micro_batches + 1 == self.steps)):
             assert isinstance(self.store, ArenaStore)
             self.reducer.window_closing(self.store)
-        with self._span("backward"):
-            try:
-                self.store.micro_batch(loss, seed, scale)
-            except InPlaceModificationError as error:
-                names = {id(p): n for n, p in self.model.named_parameters()}
-                raise error.naming(names[id(error.source)]) if id(error.source) in names else error from None
-        self._micro_step += 1
-        self._items += int(num_items or 0)
+        with self._span("backward"), _naming_the_parameter(self.model):
+            self.store.micro_batch(loss, seed, scale, watched_writes(self.store, self._tracer))
+        self.window = self.window.with_micro_batch(int(num_items or 0))
 
     @contextlib.contextmanager
     def micro_batch(self) -> Iterator[PeakMemory]:
@@ -240,16 +159,51 @@ class Accumulator:
         arrays = probe.array_peak_bytes
         self.activation_peaks.append(probe.peak_bytes if arrays is None else arrays)
 
+    # ------------------------------------------------------------ the window
+    @property
+    def micro_step(self) -> int:
+        """Micro-batches accumulated in the current window."""
+        return self.window.micro_batches
+
+    @property
+    def items_seen(self) -> int:
+        """Items (``num_items`` summed) in the current window."""
+        return self.window.items
+
+    @property
+    def window_index(self) -> int:
+        """The current window's number (0 first)."""
+        return self.window.index
+
+    @property
+    def is_boundary(self) -> bool:
+        """True when the window holds ``steps`` micro-batches: time to step the optimizer."""
+        return self.window.micro_batches >= self.steps
+
+    @property
+    def arena(self) -> GradArena | None:
+        """The persistent gradient arena (None on Burn's container path, ``fusion="none"``)."""
+        return getattr(self.store, "arena", None)
+
+    def set_steps(self, steps: int) -> None:
+        """Change k between windows (an accumulation schedule)."""
+        if self.window.micro_batches:
+            raise RuntimeError("set_steps: the current window is not empty; change k after acc.zero()")
+        self.steps = _check_steps(steps)
+
+    def device(self) -> Any:
+        return self._first_param.device
+
     # ----------------------------------------------------------- window end
     def window_scale(self) -> float:
         """Close the window (no more micro-batches) and return the factor that normalizes it.
 
         With a reducer this is where the window is summed over every rank: the micro-batches
         and items counted are then those of all ranks."""
-        self._check_whole("the optimizer step")
-        if not self._closed:
+        check_whole("the optimizer step", self.store.poisoned)
+        if not self.window.closed:
             with self._span("close"):
-                micro_batches, items = self._micro_step, self._items
+                micro_batches, items = self.window.micro_batches, self.window.items
                 if self.reducer is not None:
                     assert isinstance(self.store, ArenaStore)
                     with self._span("reduction"):
@@ -257,21 +211,22 @@ class Accumulator:
                 # mean_nominal divides by the configured k of every rank (a rank's k times the ranks)
                 nominal = self.steps * (1 if self.reducer is None else self.reducer.shards)
                 with self._span("normalization", self.reduction):
-                    self._pending_scale = normalization.window_scale(self.reduction, micro_batches, items, nominal)
+                    scale = normalization.window_scale(self.reduction, micro_batches, items, nominal)
                     self.store.close()
-            self._closed = True
-        assert self._pending_scale is not None
-        return self._pending_scale
+            self.window = self.window.closed_with(scale)
+        assert self.window.scale is not None
+        return self.window.scale
 
     def found_nonfinite(self) -> bool:
         """True when any gradient of this window was inf or nan (the step must be skipped).
 
         Closes the window, since the answer must cover every micro-batch of it."""
-        if self._nonfinite is None:
+        if self.window.nonfinite is None:
             self.window_scale()
-            self._nonfinite = not (self.store.finite_check() if self.reducer is None
-                                   else self.reducer.finite_check(self.store))
-        return self._nonfinite
+            finite = self.store.finite_check() if self.reducer is None else self.reducer.finite_check(self.store)
+            self.window = self.window.found(not finite)
+        assert self.window.nonfinite is not None
+        return self.window.nonfinite
 
     def gradient_window(self) -> GradientWindow:
         """The window for an optimizer: raw sums plus the one factor that normalizes them."""
@@ -292,7 +247,7 @@ class Accumulator:
             self.reducer.complete(self.store)
         if scale != 1.0:
             self.store.scale_in_place(scale)
-            self._pending_scale = 1.0
+            self.window = self.window.closed_with(1.0)
         return Gradients({id(p): (p, g) for p, g in self.store.views()})
 
     def grad_norm(self) -> float:
@@ -303,25 +258,38 @@ class Accumulator:
 
     def scale_window(self, factor: float) -> None:
         """Multiply the window's gradient by ``factor`` (clipping), folded into the final scale."""
-        self._pending_scale = self.window_scale() * factor
+        self.window = self.window.closed_with(self.window_scale() * factor)
 
     def zero(self) -> None:
         """Start a new window. No memset: the next write to each view copies instead of adds."""
         # a data-parallel rank with no micro-batch in the last window still closed it with the
         # others, and must update its loss scale as they do
-        if (self._micro_step or self._closed) and not self.store.poisoned:
+        if (self.window.micro_batches or self.window.closed) and not self.store.poisoned:
             nonfinite = self.found_nonfinite()
             if nonfinite:
-                self.skipped_windows.append(self.window_index)
+                self.skipped_windows.append(self.window.index)
             if self.loss_scaler is not None:
-                self.loss_scaler.update(nonfinite, self.window_index)
+                self.loss_scaler.update(nonfinite, self.window.index)
         if self._tracer is not None:
-            self._tracer.window_ended(self._micro_step, self._items)
+            self._tracer.window_ended()
         self.store.reset()
-        self.window_index += 1
-        self._reset_window()
+        self.window = self.window.next()
 
-    # ------------------------------------------------------------ reporting
+    # ------------------------------------------------------------ observation
+    @property
+    def trace(self) -> AccumulationTrace | None:
+        """The trace (None when not tracing); assign one to start tracing, None to stop."""
+        return None if self._tracer is None else self._tracer.trace
+
+    @trace.setter
+    def trace(self, trace: AccumulationTrace | None) -> None:
+        self._tracer = None if trace is None else WindowTracer(trace, self)
+        self.store.recorder = self._tracer
+
+    def _span(self, phase: str, *args: Any) -> contextlib.AbstractContextManager:
+        # a phase of the window as a span of the trace; nothing when not tracing
+        return contextlib.nullcontext() if self._tracer is None else getattr(self._tracer, phase)(*args)
+
     def memory_report(self, optimizer: Any = None) -> MemoryReport:
         """Parameters, gradient store, optimizer state and the last micro-batch's activation peak, in bytes."""
         return MemoryReport(
@@ -335,18 +303,19 @@ class Accumulator:
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume mid-window: the window's counters and loss scale,
         and the store's sums and facts."""
-        if self._closed:
+        if self.window.closed:
             raise RuntimeError("state_dict: the window is closed; save before grads()/the step, or after zero()")
-        self._check_whole("state_dict")
+        check_whole("state_dict", self.store.poisoned)
+        window = self.window
         meta = {
             "steps": self.steps, "reduction": self.reduction, "fusion": self.fusion,
-            "micro_step": self._micro_step, "items": self._items, "window_index": self.window_index,
+            "micro_step": window.micro_batches, "items": window.items, "window_index": window.index,
             "skipped_windows": list(self.skipped_windows),
             "loss_scaler": None if self.loss_scaler is None else self.loss_scaler.state_dict(),
             "store": self.store.state_meta(),
         }
         # between windows the store holds nothing to resume (the next write copies over it)
-        return {"meta": meta, "arrays": self.store.state_arrays() if self._micro_step else {}}
+        return {"meta": meta, "arrays": self.store.state_arrays() if window.micro_batches else {}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()`` output into this accumulator (same model layout)."""
@@ -360,12 +329,10 @@ class Accumulator:
                 self.store.load(meta["store"], arrays)
             else:
                 self.store.reset()
-            self._reset_window()
+            self.window = Window(self.window.index)
             self.steps = _check_steps(meta["steps"])
             self.reduction = normalization.check_reduction(meta["reduction"])
-            self._micro_step = int(meta["micro_step"])
-            self._items = int(meta["items"])
-            self.window_index = int(meta["window_index"])
+            self.window = Window(int(meta["window_index"]), int(meta["micro_step"]), int(meta["items"]))
             self.skipped_windows = [int(w) for w in meta["skipped_windows"]]
             if self.loss_scaler is not None and meta["loss_scaler"]:
                 self.loss_scaler.load_state_dict(meta["loss_scaler"])
@@ -374,5 +341,28 @@ class Accumulator:
 
     def __repr__(self) -> str:
         return (f"Accumulator(steps={self.steps}, reduction={self.reduction!r}, fusion={self.fusion!r}, "
-                f"micro_step={self._micro_step}, items_seen={self._items}, store={type(self.store).__name__}, "
-                f"{self.store.nbytes} bytes)")
+                f"micro_step={self.window.micro_batches}, items_seen={self.window.items}, "
+                f"store={type(self.store).__name__}, {self.store.nbytes} bytes)")
+
+
+def _seed(loss: Tensor, scaler: DynamicLossScaler | None) -> tuple[Any, float]:
+    """Backward's seed (None: ones) and the scale each gradient is written with: with a loss
+    scaler the seed is the scale, and the gradients are unscaled as they land."""
+    if scaler is None:
+        return None, 1.0
+    factor = scaler.scale
+    # a scale beyond the loss dtype's range (2^16 > float16's 65504) becomes inf here,
+    # which marks the window and lowers the scale, as any overflow would
+    with np.errstate(over="ignore"):
+        seed = loss.backend.xp.full(loss.data.shape, factor, dtype=loss.dtype)
+    return seed, 1.0 / factor
+
+
+@contextlib.contextmanager
+def _naming_the_parameter(model: Module) -> Iterator[None]:
+    """An InPlaceModificationError raised inside names the model's parameter it is about."""
+    try:
+        yield
+    except InPlaceModificationError as error:
+        names = {id(p): n for n, p in model.named_parameters()}
+        raise error.naming(names[id(error.source)]) if id(error.source) in names else error from None

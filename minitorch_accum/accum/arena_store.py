@@ -18,8 +18,8 @@ items, normalization, loss scale) is the Accumulator's.
 
 from __future__ import annotations
 
+import contextlib
 import math
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,14 +27,31 @@ import numpy as np
 
 from minitorch_accum import kernels
 from minitorch_accum.accum.arena import GradArena
-from minitorch_accum.accum.gradient_store import ForeignParameterError, check_touched, split_state_key
-from minitorch_accum.accum.memory import not_counted
-from minitorch_accum.accum.trace import KernelRecorder, record_window_pass
-from minitorch_accum.autodiff import Tensor, run_backward
+from minitorch_accum.accum.gradient_store import (
+    ForeignParameterError,
+    StoreRecorder,
+    check_touched,
+    split_state_key,
+)
+from minitorch_accum.autodiff import LeafSink, Tensor, run_backward
 from minitorch_accum.backend import is_low_precision
 from minitorch_accum.nn import Param
 
 __all__ = ["ArenaStore"]
+
+#: the kernel that writes a gradient into its view, by (first write of the window, 16-bit gradient),
+#: under its name in kernels.catalog: the name ``add`` returns is the kernel it ran
+_WRITES: dict[tuple[bool, bool], tuple[str, Callable[..., None]]] = {
+    (True, False): ("copy_scale", kernels.copy_scale),
+    (True, True): ("cast_copy_scale", kernels.copy_scale),  # copy_scale casts a 16-bit g itself
+    (False, False): ("add_scale", kernels.add_scale),
+    (False, True): ("cast_add_scale", kernels.cast_add_scale),
+}
+#: the same with a compensation arena (Neumaier's pair), by first write of the window
+_COMPENSATED_WRITES: dict[bool, tuple[str, Callable[..., None]]] = {
+    True: ("copy_scale_compensated", kernels.copy_scale_compensated),
+    False: ("add_scale_compensated", kernels.add_scale_compensated),
+}
 
 
 class ArenaStore:
@@ -46,12 +63,14 @@ class ArenaStore:
         compensated: keep Neumaier compensation terms in a second arena.
         fuse_gemm: let matmul weight gradients be written by the GEMM itself.
         shards: pad the arena so each flat buffer splits into this many aligned pieces (ranks).
-        recorder: called for every kernel that writes the arena (tracing).
+
+    Nothing here observes: a tracer or a memory probe watches the writes through a wrapper of
+    this sink (``micro_batch``'s ``sink``, observe/watched_writes.py) and hears of the window's
+    passes through ``recorder``.
     """
 
     def __init__(self, named: Sequence[tuple[str, Param]], accum_dtype: Any = "float32", *,
-                 compensated: bool = False, fuse_gemm: bool = True, shards: int = 1,
-                 recorder: KernelRecorder | None = None) -> None:
+                 compensated: bool = False, fuse_gemm: bool = True, shards: int = 1) -> None:
         self.arena = GradArena(named, accum_dtype, shards=shards)
         self.compensation: GradArena | None = self.arena.like() if compensated else None
         self.flag = kernels.new_flag(next(iter(self.arena.buffers.values())))
@@ -59,7 +78,8 @@ class ArenaStore:
         self.fuses_gemm = fuse_gemm and not compensated
         self._names = {id(p): n for n, p in named}
         self._params = [p for _, p in named]
-        self.recorder = recorder
+        #: told of each pass over the window's gradients (observe/: the Accumulator's tracer)
+        self.recorder: StoreRecorder | None = None
         #: when set, called with each parameter whose gradient of this backward is complete
         self.leaf_done: Callable[[Param], None] | None = None
         self._scale = 1.0
@@ -80,12 +100,13 @@ class ArenaStore:
         """Bytes the store keeps for the window: the arena and its compensation twin."""
         return self.arena.nbytes + (0 if self.compensation is None else self.compensation.nbytes)
 
-    def micro_batch(self, loss: Tensor, seed: Any, scale: float) -> None:
-        """Backpropagate one micro-batch, every leaf gradient times ``scale`` going into the arena."""
+    def micro_batch(self, loss: Tensor, seed: Any, scale: float, sink: LeafSink | None = None) -> None:
+        """Backpropagate one micro-batch, every leaf gradient times ``scale`` going into the arena
+        (through ``sink``, a wrapper of this store that watches its writes, when given)."""
         self._scale = scale
         self._touched = False
         try:
-            run_backward(loss, seed, sink=self)
+            run_backward(loss, seed, sink=self if sink is None else sink)
         except BaseException:
             # some views may hold part of this micro-batch: the sums are no longer whole
             self.poisoned = self.poisoned or self._touched
@@ -100,47 +121,28 @@ class ArenaStore:
             raise ForeignParameterError(leaf.shape, window_intact=False)
         return False  # an input that requires grad: its gradient is nobody's business here
 
-    def add(self, leaf: Param, grad: Any) -> None:
-        with not_counted():  # the kernel path's scratch is no activation (see accum/memory.py)
-            self._add(leaf, grad)
-
-    def add_product(self, leaf: Param, a: Any, b: Any) -> None:
-        with not_counted():
-            self._add_product(leaf, a, b)
-
-    def _add(self, leaf: Param, grad: Any) -> None:
+    def add(self, leaf: Param, grad: Any) -> str:
+        """The window's first write to ``leaf``'s view copies ``scale * grad``, the next ones add it;
+        returns the kernel that wrote."""
         view = self.arena.view(leaf)
         if not grad.flags.c_contiguous:
             grad = leaf.backend.xp.ascontiguousarray(grad)
-        first = id(leaf) not in self._written
-        start = time.perf_counter() if self.recorder is not None else 0.0
-        if self.compensation is not None:
-            comp = self.compensation.view(leaf)
-            write = kernels.copy_scale_compensated if first else kernels.add_scale_compensated
-            write(view, comp, grad, self._scale, flag=self.flag)
-            name = "copy_scale_compensated" if first else "add_scale_compensated"
-        elif first:
-            kernels.copy_scale(view, grad, self._scale, flag=self.flag)
-            name = "cast_copy_scale" if is_low_precision(grad.dtype) else "copy_scale"
-        elif is_low_precision(grad.dtype):
-            kernels.cast_add_scale(view, grad, self._scale, flag=self.flag)
-            name = "cast_add_scale"
+        first = not self.holds(leaf)
+        if self.compensation is None:
+            name, write = _WRITES[first, is_low_precision(grad.dtype)]
+            write(view, grad, self._scale, flag=self.flag)
         else:
-            kernels.add_scale(view, grad, self._scale, flag=self.flag)
-            name = "add_scale"
+            name, write = _COMPENSATED_WRITES[first]
+            write(view, self.compensation.view(leaf), grad, self._scale, flag=self.flag)
         self._written.add(id(leaf))
         self._touched = True
-        if self.recorder is not None:
-            leaf.backend.synchronize()
-            self.recorder(self._names[id(leaf)], name, view.size,
-                           kernels.bytes_moved(name, view.size, view.dtype.itemsize, grad.dtype.itemsize),
-                           time.perf_counter() - start, materialized=True, window_pass=False)
+        return name
 
-    def _add_product(self, leaf: Param, a: Any, b: Any) -> None:
-        view = self.arena.view(leaf)
-        first = id(leaf) not in self._written
-        start = time.perf_counter() if self.recorder is not None else 0.0
-        fused = leaf.backend.gemm_into(a, b, view, alpha=self._scale, beta=0.0 if first else 1.0)
+    def add_product(self, leaf: Param, a: Any, b: Any) -> str:
+        """The same for a contribution ``a @ b``, which the GEMM writes into the view itself (beta 0
+        on the window's first write, 1 after); returns what wrote it."""
+        first = not self.holds(leaf)
+        fused = leaf.backend.gemm_into(a, b, self.arena.view(leaf), alpha=self._scale, beta=0.0 if first else 1.0)
         self._written.add(id(leaf))
         self._touched = True
         # A GEMM has no fused non-finite flag. Every entry of alpha a @ b, and every partial
@@ -149,13 +151,11 @@ class ArenaStore:
         # reading it; the norms read only the factors (N (in + out) elements, not in x out).
         bound = abs(self._scale) * _frobenius(a) * _frobenius(b)
         self._gemm_bound[id(leaf)] = self._gemm_bound.get(id(leaf), 0.0) + bound
-        if self.recorder is not None:
-            leaf.backend.synchronize()
-            name = ("gemm-beta0" if first else "gemm-beta1") if fused else "gemm-fallback"
-            factor_bytes = (a.size + b.size) * np.dtype(a.dtype).itemsize
-            traffic = 2 * factor_bytes + view.nbytes * (1 if first else 2)  # the GEMM, then the norms
-            self.recorder(self._names[id(leaf)], name, view.size, traffic, time.perf_counter() - start,
-                           materialized=not fused, window_pass=False)
+        return ("gemm-beta0" if first else "gemm-beta1") if fused else "gemm-fallback"
+
+    def holds(self, param: Param) -> bool:
+        """Whether ``param``'s view holds this window's sums already (the next write adds)."""
+        return id(param) in self._written
 
     # ------------------------------------------------------------- the window's end
     def views(self) -> list[tuple[Param, Any]]:
@@ -167,9 +167,8 @@ class ArenaStore:
         if self.compensation is None or self._folded:
             return
         views = self.views()
-        start = time.perf_counter()
-        kernels.multi_add_scale([v for _, v in views], [self.compensation.view(p) for p, _ in views], 1.0)
-        self._record_pass("fold_compensation", views, start)
+        with self._pass("fold_compensation", views):
+            kernels.multi_add_scale([v for _, v in views], [self.compensation.view(p) for p, _ in views], 1.0)
         self._folded = True
 
     def finite_check(self) -> bool:
@@ -183,10 +182,8 @@ class ArenaStore:
         unproven = [(p, v) for p, v in self.views() if not self.bound_is_safe(p, v)]
         if not unproven:
             return True
-        start = time.perf_counter()
-        finite = math.isfinite(kernels.multi_l2_norm([v for _, v in unproven]))
-        self._record_pass("finite_check", unproven, start)
-        return finite
+        with self._pass("finite_check", unproven):
+            return math.isfinite(kernels.multi_l2_norm([v for _, v in unproven]))
 
     def bound_is_safe(self, param: Param, view: Any) -> bool:
         """True unless a GEMM wrote ``view`` and its running bound could reach the dtype's maximum."""
@@ -195,10 +192,9 @@ class ArenaStore:
 
     def scale_in_place(self, factor: float) -> None:
         """Multiply the window's sums by ``factor``: one pass over each flat buffer."""
-        start = time.perf_counter()
-        for buffer in self.arena.buffers.values():
-            buffer *= buffer.dtype.type(factor)
-        self._record_pass("scale", self.views(), start)
+        with self._pass("scale", self.views()):
+            for buffer in self.arena.buffers.values():
+                buffer *= buffer.dtype.type(factor)
 
     def norm(self) -> float:
         """The global L2 norm of the sums as they are (one multi-tensor norm)."""
@@ -235,10 +231,11 @@ class ArenaStore:
         self._gemm_bound = {id(p): float(b) for p, b in zip(self._params, gemm_bounds, strict=True) if b > 0}
         self.flag[0] = 1 if nonfinite else int(self.flag[0])
 
-    def _record_pass(self, kernel: str, views: list[tuple[Param, Any]], start: float) -> None:
-        if self.recorder is not None:
-            record_window_pass(self.recorder, kernel, [(self._names[id(p)], v) for p, v in views],
-                               time.perf_counter() - start)
+    def _pass(self, kernel: str, views: list[tuple[Param, Any]]) -> contextlib.AbstractContextManager[None]:
+        """``kernel`` over ``views`` as one pass the recorder times; nothing when none listens."""
+        if self.recorder is None:
+            return contextlib.nullcontext()
+        return self.recorder.timed([(self._names[id(p)], kernel, v) for p, v in views], window_pass=True)
 
     # ------------------------------------------------------------------ checkpoints
     def state_meta(self) -> dict[str, Any]:

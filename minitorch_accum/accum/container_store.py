@@ -9,17 +9,21 @@ lower the learning rate by hand instead).
 
 from __future__ import annotations
 
+import contextlib
 import math
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from minitorch_accum import kernels
-from minitorch_accum.accum.gradient_store import ForeignParameterError, check_touched, split_state_key
-from minitorch_accum.accum.trace import KernelRecorder, record_window_pass
-from minitorch_accum.autodiff import Gradients, Tensor, run_backward
+from minitorch_accum.accum.gradient_store import (
+    ForeignParameterError,
+    StoreRecorder,
+    check_touched,
+    split_state_key,
+)
+from minitorch_accum.autodiff import Gradients, LeafSink, Tensor, run_backward
 from minitorch_accum.nn import Module, Param
 
 __all__ = ["ContainerStore", "GradientsAccumulator"]
@@ -59,12 +63,14 @@ class GradientsAccumulator:
 
 
 class ContainerStore:
-    """A window's gradient sums as a Burn-style Gradients container."""
+    """A window's gradient sums as a Burn-style Gradients container; each micro-batch's add of
+    its container is one pass ``recorder`` hears of (it is no leaf sink)."""
 
-    def __init__(self, named: Sequence[tuple[str, Param]], recorder: KernelRecorder | None = None) -> None:
+    def __init__(self, named: Sequence[tuple[str, Param]]) -> None:
         self._names = {id(p): n for n, p in named}
         self._params = [p for _, p in named]
-        self.recorder = recorder
+        #: told of each add of a container and each pass over the sums (observe/: the Accumulator's tracer)
+        self.recorder: StoreRecorder | None = None
         self.summed = GradientsAccumulator()
         # a container is added only once backward finished, so a failed micro-batch leaves no trace
         self.poisoned = False
@@ -74,7 +80,9 @@ class ContainerStore:
         """Bytes of the one container of gradients the window keeps."""
         return sum(int(p.data.nbytes) for p in self._params)
 
-    def micro_batch(self, loss: Tensor, seed: Any, scale: float) -> None:
+    def micro_batch(self, loss: Tensor, seed: Any, scale: float, sink: LeafSink | None = None) -> None:
+        if sink is not None:
+            raise TypeError("ContainerStore: Burn's containers are summed whole, not written leaf by leaf: no sink")
         grads = run_backward(loss, seed)
         assert grads is not None
         # a foreign parameter is found before anything is added: the window stays whole
@@ -85,18 +93,24 @@ class ContainerStore:
         if scale != 1.0:
             for param, grad in grads.items():
                 grads.set(param, grad * grad.dtype.type(scale))
-        before = self.summed.peek()
-        start = time.perf_counter()
-        self.summed.add_params(self._params, grads)
-        if self.recorder is not None:
-            seconds = time.perf_counter() - start
-            mine = [(p, g) for p, g in grads.items() if id(p) in self._names]
-            total = sum(g.size for _, g in mine) or 1
-            for param, grad in mine:
-                kind = "container-add" if before is not None and param in before else "container-store"
-                size = grad.dtype.itemsize
-                self.recorder(self._names[id(param)], kind, grad.size, kernels.bytes_moved(kind, grad.size, size, size),
-                               seconds * grad.size / total, materialized=True, window_pass=False)
+        with self._adding(grads):
+            self.summed.add_params(self._params, grads)
+
+    def _adding(self, grads: Gradients) -> contextlib.AbstractContextManager[None]:
+        """The add of ``grads`` as one pass the recorder times: a parameter's first gradient of the
+        window is kept as it is (``container-store``), a later one added (``container-add``)."""
+        if self.recorder is None:
+            return contextlib.nullcontext()
+        summed = self.summed.peek()
+        return self.recorder.timed(
+            [(self._names[id(p)], "container-add" if summed is not None and p in summed else "container-store", g)
+             for p, g in grads.items() if id(p) in self._names], window_pass=False)
+
+    def _pass(self, kernel: str, views: list[tuple[Param, Any]]) -> contextlib.AbstractContextManager[None]:
+        """``kernel`` over the sums ``views`` as one pass the recorder times; nothing when none listens."""
+        if self.recorder is None:
+            return contextlib.nullcontext()
+        return self.recorder.timed([(self._names[id(p)], kernel, g) for p, g in views], window_pass=True)
 
     def close(self) -> None:
         """Nothing to settle: the container holds the sums already."""
@@ -112,12 +126,8 @@ class ContainerStore:
         views = self.views()
         if not views:
             return True
-        start = time.perf_counter()
-        finite = math.isfinite(kernels.multi_l2_norm([g for _, g in views]))
-        if self.recorder is not None:
-            record_window_pass(self.recorder, "finite_check", [(self._names[id(p)], g) for p, g in views],
-                               time.perf_counter() - start)
-        return finite
+        with self._pass("finite_check", views):
+            return math.isfinite(kernels.multi_l2_norm([g for _, g in views]))
 
     def scale_in_place(self, factor: float) -> None:
         for _, grad in self.views():

@@ -8,16 +8,29 @@ normalization, loss scale) and talks to its store only through these methods.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import numpy as np
 
-from minitorch_accum.accum.trace import KernelRecorder
-from minitorch_accum.autodiff import Tensor
+from minitorch_accum.autodiff import LeafSink, Tensor
 from minitorch_accum.nn import Param
 
-__all__ = ["ForeignParameterError", "GradientStore", "check_touched", "split_state_key"]
+__all__ = ["ForeignParameterError", "GradientStore", "StoreRecorder", "check_touched", "split_state_key"]
+
+
+class StoreRecorder(Protocol):
+    """Who hears of the kernels a store's passes run (the Accumulator's tracer, observe/): the
+    store names each pass and what it covers, the recorder times it. A reducer's collectives,
+    timed by the reducer, are told with a call."""
+
+    def __call__(self, param: str, kernel: str, elements: int, nbytes: int, seconds: float, *,
+                 materialized: bool, window_pass: bool, started: float | None = None) -> None:
+        """One kernel that ran, ``seconds`` long."""
+
+    def timed(self, work: Sequence[tuple[str, str, Any]], *, window_pass: bool) -> AbstractContextManager[None]:
+        """The block runs ``work`` ((parameter name, kernel, array) each) as one pass."""
 
 
 class GradientStore(Protocol):
@@ -25,15 +38,19 @@ class GradientStore(Protocol):
 
     #: True after a micro-batch failed halfway: the sums are no longer sums of whole micro-batches
     poisoned: bool
-    #: called for every kernel that writes or reads the window's gradients (None: not tracing)
-    recorder: KernelRecorder | None
+    #: told of every pass over the window's gradients (None: not tracing); a store's writes in a
+    #: micro-batch are watched by wrapping its sink instead (the ``sink`` of ``micro_batch``)
+    recorder: StoreRecorder | None
 
     @property
     def nbytes(self) -> int:
         """Bytes kept for the window's gradients."""
 
-    def micro_batch(self, loss: Tensor, seed: Any, scale: float) -> None:
-        """Backpropagate one micro-batch and add its gradients, each times ``scale``."""
+    def micro_batch(self, loss: Tensor, seed: Any, scale: float, sink: LeafSink | None = None) -> None:
+        """Backpropagate one micro-batch and add its gradients, each times ``scale``. ``sink``:
+        what the engine hands each leaf gradient instead of the store itself, a wrapper of it
+        that watches its writes (observe/watched_writes.py); only a store that is a leaf sink
+        takes one."""
 
     def close(self) -> None:
         """The window's last micro-batch is in: settle what must be settled once."""

@@ -21,9 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.accum import AccumulationTrace, Accumulator
-from minitorch_accum.accum.chrome_trace import rank_trace_path, write_chrome_trace
-from minitorch_accum.accum.memory_snapshot import memory_snapshot, save_memory_snapshot
+from minitorch_accum.accum import Accumulator
 from minitorch_accum.autodiff import tensor
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.cli.tasks import load_task
@@ -31,6 +29,9 @@ from minitorch_accum.cli.train_command import make_optimizer
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, rank_windows
 from minitorch_accum.nn import functional as F
+from minitorch_accum.observe import AccumulationTrace
+from minitorch_accum.observe.chrome_trace import rank_trace_path, write_chrome_trace
+from minitorch_accum.observe.memory_snapshot import memory_snapshot, save_memory_snapshot
 
 __all__ = ["record_window", "snapshot_path", "wanted", "write_window_views"]
 

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from minitorch_accum.accum.precision import PrecisionStudy, accumulation_errors, default_ks, micro_batch_gradients
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.cli.tasks import load_task
 from minitorch_accum.data import DataLoader
+from minitorch_accum.observe.precision import PrecisionStudy, accumulation_errors, default_ks, micro_batch_gradients
 from minitorch_accum.train.setting_kinds import positive_int
 
 __all__ = ["MODELS", "add_precision_parser", "parse_ks", "precision_command", "run_precision_study"]

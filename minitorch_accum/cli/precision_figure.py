@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.accum.precision import INPUT_ROUNDING, PrecisionStudy
+from minitorch_accum.observe.precision import INPUT_ROUNDING, PrecisionStudy
 
 __all__ = ["precision_figure", "save_precision_figure"]
 

@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from minitorch_accum.accum.chrome_trace import rank_trace_path
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.cli.tasks import load_task
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed.launch_environment import launched_world_size
+from minitorch_accum.observe.chrome_trace import rank_trace_path
 from minitorch_accum.optim import SGD, AdamW, Optimizer
 from minitorch_accum.train import History, Learner, LearnerBuilder
 from minitorch_accum.train.settings import for_learner

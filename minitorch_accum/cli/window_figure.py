@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from minitorch_accum.accum import AccumulationTrace
+from minitorch_accum.observe import AccumulationTrace
 from minitorch_accum.train.progress import format_bytes
 
 __all__ = ["ROWS", "alive_curve", "save_window_figure", "window_figure"]

@@ -3,7 +3,7 @@
 While a probe is open it counts the bytes of NumPy array buffers allocated through its
 data-memory handler and of Python objects (PyMem's MEM and OBJ domains), with no Python
 code in any allocation: a signal that arrives during one never runs its handler there.
-``minitorch_accum.accum.memory.PeakMemory`` is its user; without the native module these
+``minitorch_accum.observe.memory.PeakMemory`` is its user; without the native module these
 functions raise RuntimeError (``available()`` says which).
 """
 

@@ -21,9 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.accum import Accumulator, DynamicLossScaler, PeakMemory
+from minitorch_accum.accum import Accumulator, DynamicLossScaler
 from minitorch_accum.accum.normalization import micro_batch_loss_reduction
-from minitorch_accum.accum.trace import trace_span
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, LocalCommunicator, WindowShare, rank_windows
@@ -32,6 +31,8 @@ from minitorch_accum.distributed.parameter_sync import broadcast_parameters, par
 from minitorch_accum.distributed.rank_agreement import check_ranks_agree, compare_rank_numerics
 from minitorch_accum.distributed.zero import ZeroRedundancy, ZeroRedundancyOptimizer
 from minitorch_accum.nn import Module
+from minitorch_accum.observe import PeakMemory
+from minitorch_accum.observe.trace import trace_span
 from minitorch_accum.optim import Optimizer, clip_grad_norm
 from minitorch_accum.train.callbacks import Callback, check_callback
 from minitorch_accum.train.checkpoint import CheckpointError

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from minitorch_accum.accum import PeakMemory
 from minitorch_accum.data import DataLoader
+from minitorch_accum.observe import PeakMemory
 
 if TYPE_CHECKING:
     from minitorch_accum.train.learner import Learner

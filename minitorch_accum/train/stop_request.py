@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.accum.memory import probe_bookkeeping_running
 from minitorch_accum.distributed import Communicator
+from minitorch_accum.observe.memory import probe_bookkeeping_running
 
 __all__ = ["StopRequest", "TrainingAborted", "TrainingInterrupted"]
 

@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.accum import AccumulationTrace, Accumulator
-from minitorch_accum.accum.chrome_trace import rank_trace_path, write_chrome_trace
+from minitorch_accum.accum import Accumulator
 from minitorch_accum.distributed import Communicator
+from minitorch_accum.observe import AccumulationTrace
+from minitorch_accum.observe.chrome_trace import rank_trace_path, write_chrome_trace
 
 __all__ = ["TrainingTrace", "trace_file_name"]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.accum import PeakMemory
 from minitorch_accum.distributed import Communicator
+from minitorch_accum.observe import PeakMemory
 from minitorch_accum.train.step import TrainOutput
 
 __all__ = ["WindowTotals", "step_record"]

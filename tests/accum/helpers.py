@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -61,3 +63,18 @@ class TwoHeads(nn.Module):
 
     def forward(self, t):
         return self.b(t) if self.use_b else self.a(t)
+
+
+class PassRecorder:
+    """A store's recorder that keeps each pass it is told of: ([(parameter, kernel)...], window_pass)."""
+
+    def __init__(self) -> None:
+        self.passes: list[tuple[list[tuple[str, str]], bool]] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError(f"a store reports its own passes with timed(), not a call: {args}")
+
+    @contextlib.contextmanager
+    def timed(self, work: Sequence[tuple[str, str, Any]], *, window_pass: bool) -> Iterator[None]:
+        yield
+        self.passes.append(([(param, kernel) for param, kernel, _ in work], window_pass))

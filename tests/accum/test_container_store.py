@@ -7,7 +7,7 @@ import pytest
 
 from minitorch_accum import nn
 from minitorch_accum.accum import Accumulator, ContainerStore, GradientsAccumulator
-from tests.accum.helpers import data, mlp, summed_loss
+from tests.accum.helpers import PassRecorder, data, mlp, summed_loss
 
 
 class TwoHeads(nn.Module):
@@ -61,17 +61,28 @@ def test_state_keys_split_at_their_first_slash_and_unknown_roles_are_named() -> 
             split_state_key(key, ("grad",))
 
 
-def test_a_recorder_given_at_construction_hears_every_add() -> None:
+def test_the_recorder_hears_each_add_of_a_container_as_one_pass_of_its_micro_batch() -> None:
     model = mlp()
     x, y = data()
-    heard = []
-    store = ContainerStore(list(model.named_parameters()),
-                           recorder=lambda param, kernel, *args, **kwargs: heard.append((param, kernel)))
+    store = ContainerStore(list(model.named_parameters()))
+    store.recorder = PassRecorder()
     for rows in (slice(0, 4), slice(4, 9)):
         store.micro_batch(summed_loss(model, x[rows], y[rows], "float64"), None, 1.0)
     names = sorted(n for n, _ in model.named_parameters())
-    assert sorted(heard[:4]) == [(n, "container-store") for n in names]
-    assert sorted(heard[4:]) == [(n, "container-add") for n in names]
+    (first, first_is_window_pass), (second, second_is_window_pass) = store.recorder.passes
+    assert sorted(first) == [(n, "container-store") for n in names]
+    assert sorted(second) == [(n, "container-add") for n in names]
+    assert not first_is_window_pass and not second_is_window_pass
+
+
+def test_a_container_store_is_no_leaf_sink() -> None:
+    model = mlp()
+    x, y = data()
+    store = ContainerStore(list(model.named_parameters()))
+    with pytest.raises(TypeError, match=r"^ContainerStore: Burn's containers are summed whole, not written leaf by "
+                                        r"leaf: no sink$"):
+        store.micro_batch(summed_loss(model, x[:4], y[:4], "float64"), None, 1.0, sink=store)
+    assert store.views() == []
 
 
 def test_each_add_is_a_materialized_write_of_its_micro_batch_timed_inside_its_backward() -> None:

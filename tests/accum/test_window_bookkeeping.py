@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import minitorch_accum as mta
-from minitorch_accum.accum import FUSIONS, AccumulationTrace, Accumulator
+from minitorch_accum.accum import FUSIONS, Accumulator
+from minitorch_accum.observe import AccumulationTrace
 from tests.accum.helpers import data, mlp, split, summed_loss
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_accum.accum.precision import INPUT_ROUNDING, ROWS
 from minitorch_accum.cli import main
 from minitorch_accum.cli.precision_command import parse_ks
+from minitorch_accum.observe.precision import INPUT_ROUNDING, ROWS
 
 
 def test_k_lists_double_through_an_ellipsis() -> None:

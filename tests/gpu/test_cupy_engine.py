@@ -10,9 +10,10 @@ import pytest
 
 import minitorch_accum as mta
 from minitorch_accum import nn, optim
-from minitorch_accum.accum import Accumulator, PeakMemory
+from minitorch_accum.accum import Accumulator
 from minitorch_accum.data import DataLoader, load_digits
 from minitorch_accum.nn import functional as F
+from minitorch_accum.observe import PeakMemory
 from minitorch_accum.train import LearnerBuilder
 
 pytestmark = pytest.mark.gpu

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_accum.accum.memory import array_tracking_available
+from minitorch_accum.observe.memory import array_tracking_available
 
 pytestmark = pytest.mark.skipif(not array_tracking_available(), reason="this NumPy has no data-memory handler")
 
@@ -78,7 +78,7 @@ def test_ten_thousand_probes_leave_nothing_behind(tmp_path: Path) -> None:
     result = _run("""
         import json, tracemalloc
         import numpy as np
-        from minitorch_accum.accum import PeakMemory
+        from minitorch_accum.observe import PeakMemory
 
         def probe():
             with PeakMemory() as peak:

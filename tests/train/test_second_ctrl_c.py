@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from minitorch_accum import nn, optim
-from minitorch_accum.accum.array_tracker import array_tracker
 from minitorch_accum.data import ArrayDataset, DataLoader
 from minitorch_accum.kernels import memory_counter
+from minitorch_accum.observe.array_tracker import array_tracker
 from minitorch_accum.train import Classifier, FileCheckpointer, LearnerBuilder, TrainingAborted, TrainingInterrupted
 from minitorch_accum.train.progress import Progress
 from tests.train import interrupt_trials

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from minitorch_accum.accum import PeakMemory
 from minitorch_accum.autodiff import tensor
 from minitorch_accum.distributed import LocalCommunicator
+from minitorch_accum.observe import PeakMemory
 from minitorch_accum.testing import run_ranks
 from minitorch_accum.train.step import TrainOutput
 from minitorch_accum.train.window_record import WindowTotals, step_record

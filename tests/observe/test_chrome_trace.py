@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from minitorch_accum import kernels
-from minitorch_accum.accum import AccumulationTrace, Accumulator, KernelEvent
-from minitorch_accum.accum.chrome_trace import chrome_trace, rank_trace_path
+from minitorch_accum.accum import Accumulator
+from minitorch_accum.observe import AccumulationTrace, KernelEvent
+from minitorch_accum.observe.chrome_trace import chrome_trace, rank_trace_path
 from minitorch_accum.optim import SGD
 from tests.accum.helpers import data, mlp, summed_loss
 from tests.trace_events import check_trace_event_format, complete, inside

@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minitorch_accum.accum.precision import (
+from minitorch_accum.data import DataLoader, load_digits
+from minitorch_accum.models import digits_mlp
+from minitorch_accum.observe.precision import (
     INPUT_ROUNDING,
     ROWS,
     accumulation_errors,
     default_ks,
     micro_batch_gradients,
 )
-from minitorch_accum.data import DataLoader, load_digits
-from minitorch_accum.models import digits_mlp
 
 EPS64 = float(np.finfo(np.float64).eps)
 COMPENSATED, PLAIN = "float32 compensated (Neumaier)", "float32"

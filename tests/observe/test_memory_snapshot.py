@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitorch_accum.accum import AccumulationTrace, Accumulator
-from minitorch_accum.accum.memory import ArrayAllocationWatch, array_tracking_available
-from minitorch_accum.accum.memory_snapshot import memory_snapshot, save_memory_snapshot
+from minitorch_accum.accum import Accumulator
+from minitorch_accum.observe import AccumulationTrace
+from minitorch_accum.observe.memory import ArrayAllocationWatch, array_tracking_available
+from minitorch_accum.observe.memory_snapshot import memory_snapshot, save_memory_snapshot
 from minitorch_accum.optim import SGD
 from tests.accum.helpers import data, mlp, summed_loss
 
@@ -165,8 +166,8 @@ def test_pytorch_memory_viz_reads_the_snapshot(tmp_path: Path) -> None:
 
 def test_the_fallback_trackers_watch_logs_the_same_events() -> None:
     # without the native module the ctypes tracker records the watch's events itself
-    from minitorch_accum.accum.array_tracker import numpy_handler_slots
-    from minitorch_accum.accum.python_array_tracker import PythonArrayTracker
+    from minitorch_accum.observe.numpy_handler_slots import numpy_handler_slots
+    from minitorch_accum.observe.python_array_tracker import PythonArrayTracker
 
     slots = numpy_handler_slots()
     if slots is None:

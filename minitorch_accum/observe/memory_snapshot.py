@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from minitorch_accum.accum.allocation_recording import AllocationRecording, Frame
+from minitorch_accum.observe.allocation_recording import AllocationRecording, Frame
 
 __all__ = ["memory_snapshot", "save_memory_snapshot"]
 

@@ -24,7 +24,8 @@ probe leaked memory on CPython 3.11 (about 12 KiB per micro-batch of a small mod
 
 Parameters, the gradient arena and optimizer state already exist when a probe opens and
 are counted separately, from their arrays (``MemoryReport``). The accumulation's own writes
-into the arena are left out (``not_counted``): what they allocate depends on the kernel path
+into the arena are left out (``not_counted``, around each write while a probe or a watch is
+open: ``observe/watched_writes.py``): what they allocate depends on the kernel path
 (the NumPy reference computes ``s * g`` and a norm's squares apart, the native and CUDA
 kernels write in place), while a micro-batch's activations do not; so the native and emulated
 paths report the same figure for the same micro-batch. The NumPy reference path reports a few
@@ -40,14 +41,23 @@ from dataclasses import asdict, dataclass
 from types import FrameType
 from typing import Any
 
-from minitorch_accum.accum.array_tracker import AllocationEvent, ArrayTracker, array_tracker
 from minitorch_accum.backend import Device, DeviceLike, parse_device
+from minitorch_accum.observe.array_tracker import array_tracker
+from minitorch_accum.observe.tracker_interface import AllocationEvent, ArrayTracker
 
 __all__ = ["AllocationEvent", "ArrayAllocationWatch", "MemoryReport", "PeakMemory", "array_bytes",
-           "array_tracking_available", "not_counted", "probe_bookkeeping_running"]
+           "array_tracking_available", "memory_watched", "not_counted", "probe_bookkeeping_running"]
 
 # how many not_counted() blocks are open (one list cell: the CuPy hook reads it)
 _EXCLUDED = [0]
+# how many probes and watches are open: only then is there anything for not_counted() to leave out
+_WATCHING = [0]
+
+
+def memory_watched() -> bool:
+    """Whether a PeakMemory probe or an ArrayAllocationWatch is open now (then the arena's writes
+    run under ``not_counted()``: observe/watched_writes.py)."""
+    return _WATCHING[0] > 0
 
 
 class _NotCounted:
@@ -120,9 +130,11 @@ class PeakMemory:
         else:
             self._hook = _cupy_peak_hook()
             self._hook.__enter__()
+        _WATCHING[0] += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
+        _WATCHING[0] -= 1
         if self.device.kind == "cpu":
             arrays, total = None, None
             if self._tracker is not None:
@@ -161,6 +173,7 @@ class ArrayAllocationWatch:
         if self._tracker is not None:
             self._token = self._tracker.open_watch(self.frames)
             self.active = True
+        _WATCHING[0] += 1
         return self
 
     def drain(self) -> list[AllocationEvent]:
@@ -171,6 +184,7 @@ class ArrayAllocationWatch:
         return left + self._tracker.drain(self._token)
 
     def __exit__(self, *exc: object) -> None:
+        _WATCHING[0] -= 1
         if self._tracker is not None and self._token is not None:
             self._left += self._tracker.drain(self._token)
             self._tracker.close_watch(self._token)

@@ -10,7 +10,7 @@ functions, and a late free never enters Python.
 The callbacks are Python code, so a signal's Python handler can run inside one; if it
 raises there, ctypes prints "Exception ignored on calling ctypes callback function" and
 the allocation goes wrong (NumPy sees a failed malloc, or a free is skipped). A handler
-that must raise asks ``accum.memory.probe_bookkeeping_running(frame)`` first and defers (the
+that must raise asks ``observe.memory.probe_bookkeeping_running(frame)`` first and defers (the
 Learner's stop request does); the native tracker has no such window. Probes are meant for one thread at a time.
 """
 
@@ -24,13 +24,8 @@ import time
 from types import FrameType
 from typing import Any
 
-from minitorch_accum.accum.array_tracker import (
-    HANDLER_NAME,
-    AllocationEvent,
-    DataAllocator,
-    DataHandler,
-    NumpyHandlerSlots,
-)
+from minitorch_accum.observe.numpy_handler_slots import HANDLER_NAME, DataAllocator, DataHandler, NumpyHandlerSlots
+from minitorch_accum.observe.tracker_interface import AllocationEvent
 
 __all__ = ["PythonArrayTracker"]
 

@@ -1,6 +1,6 @@
 """What an Accumulator records in its trace: the spans of each window and every kernel in them.
 
-Per window (lanes of ``accum.trace.LANES``): ``micro-batch i`` (with ``acc.micro_batch()``), its
+Per window (lanes of ``observe.trace_events.LANES``): ``micro-batch i`` (with ``acc.micro_batch()``), its
 ``forward`` (from the micro-batch's start to its backward) and ``backward``; every kernel that
 wrote or read the arena, with its path; the ``close`` (the reduction over the ranks with each
 bucket's collective, the normalization); the window itself as ``ProfilerStep#N`` when
@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from minitorch_accum.accum.trace import COLLECTIVES, AccumulationTrace, KernelEvent, kernel_path_of
+from minitorch_accum.kernels import bytes_moved
+from minitorch_accum.observe.trace import AccumulationTrace
+from minitorch_accum.observe.trace_events import COLLECTIVES, KernelEvent, kernel_path_of
 
 __all__ = ["WindowTracer"]
 
@@ -28,7 +30,10 @@ def _communicator_name(reducer: Any) -> str:
 
 class WindowTracer:
     """The recorder an Accumulator hands its store, and the spans it opens; ``path``: the
-    Chrome trace is written there at the end of every window."""
+    Chrome trace is written there at the end of every window.
+
+    It reads the accumulator, never imports it: ``window`` (its index and micro-batches),
+    ``steps``, ``store``, ``model``, ``reducer``, ``device()``."""
 
     def __init__(self, trace: AccumulationTrace, accumulator: Any, path: str | os.PathLike | None = None) -> None:
         self.trace = trace
@@ -55,12 +60,29 @@ class WindowTracer:
     # ------------------------------------------------------------------ the recorder
     def __call__(self, param: str, kernel: str, elements: int, nbytes: int, seconds: float, *,
                  materialized: bool, window_pass: bool, started: float | None = None) -> None:
-        acc = self.accumulator
+        window = self.accumulator.window
         started = time.perf_counter() - seconds if started is None else started
         self._window_begins(started)
-        self.trace.record(KernelEvent(acc.window_index, -1 if window_pass else acc.micro_step, param, kernel,
+        self.trace.record(KernelEvent(window.index, -1 if window_pass else window.micro_batches, param, kernel,
                                       int(elements), int(nbytes), seconds, materialized, self.trace.clock(started),
                                       kernel_path_of(kernel, self.device_kind, self.communicator)))
+
+    @contextlib.contextmanager
+    def timed(self, work: Sequence[tuple[str, str, Any]], *, window_pass: bool) -> Iterator[None]:
+        """The block runs ``work`` (each a parameter's name, the kernel, its array) as one pass:
+        it is timed, and each piece recorded with its share of the time by elements, the shares
+        laid end to end. A window pass reads or writes the window's sums; otherwise each piece is
+        a micro-batch's contribution, an array of its own (Burn's container adds)."""
+        started = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - started
+        total = sum(array.size for _, _, array in work) or 1
+        for param, kernel, array in work:
+            share = seconds * array.size / total
+            size = array.dtype.itemsize
+            self(param, kernel, array.size, bytes_moved(kernel, array.size, size, size), share,
+                 materialized=not window_pass, window_pass=window_pass, started=started)
+            started += share
 
     def _window_begins(self, at: float) -> None:
         if self._window_started is None:
@@ -68,11 +90,11 @@ class WindowTracer:
 
     # ------------------------------------------------------------------------ spans
     def _span(self, name: str, lane: str, **args: Any) -> contextlib.AbstractContextManager:
-        return self.trace.span(name, lane, window=self.accumulator.window_index, **args)
+        return self.trace.span(name, lane, window=self.accumulator.window.index, **args)
 
     @contextlib.contextmanager
     def micro_batch(self) -> Iterator[None]:
-        index = self.accumulator.micro_step
+        index = self.accumulator.window.micro_batches
         self._micro_started = time.perf_counter()
         self._window_begins(self._micro_started)
         try:
@@ -85,18 +107,18 @@ class WindowTracer:
 
     @contextlib.contextmanager
     def backward(self) -> Iterator[None]:
-        acc = self.accumulator
+        window = self.accumulator.window
         now = time.perf_counter()
         self._window_begins(now)
         self.trace.set_phase("")
         if self._micro_started is not None:  # the forward ran inside acc.micro_batch(), before this
-            self.trace.add_span("forward", "micro-batches", self._micro_started, now, window=acc.window_index,
-                                micro_batch=acc.micro_step)
-        with self._span("backward", "micro-batches", started=now, micro_batch=acc.micro_step):
+            self.trace.add_span("forward", "micro-batches", self._micro_started, now, window=window.index,
+                                micro_batch=window.micro_batches)
+        with self._span("backward", "micro-batches", started=now, micro_batch=window.micro_batches):
             yield
 
     def close(self) -> contextlib.AbstractContextManager:
-        return self._span("close", "window", micro_batches=self.accumulator.micro_step)
+        return self._span("close", "window", micro_batches=self.accumulator.window.micro_batches)
 
     @contextlib.contextmanager
     def reduction(self) -> Iterator[None]:
@@ -110,16 +132,16 @@ class WindowTracer:
     def normalization(self, reduction: str) -> contextlib.AbstractContextManager:
         return self._span("normalization", "window", reduction=reduction)
 
-    def window_ended(self, micro_batches: int, items: int) -> None:
+    def window_ended(self) -> None:
         """``zero()``: the window that ends now becomes one ``ProfilerStep#N`` span."""
         started, self._window_started = self._window_started, None
         spans = self.trace.spans[self._spans_before_window:]
         if started is not None:
             # the window began with the first thing recorded in it (the Learner's forward, say)
             started = min([started, *(self.trace.origin + span.start for span in spans)])
-            acc = self.accumulator
-            self.trace.add_span(f"ProfilerStep#{acc.window_index}", "window", started, window=acc.window_index,
-                                micro_batches=micro_batches, items=items, k=acc.steps)
+            window = self.accumulator.window
+            self.trace.add_span(f"ProfilerStep#{window.index}", "window", started, window=window.index,
+                                micro_batches=window.micro_batches, items=window.items, k=self.accumulator.steps)
         self._spans_before_window = len(self.trace.spans)
         if self.path is not None:
             self.trace.save_chrome(self.path)

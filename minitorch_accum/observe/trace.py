@@ -9,8 +9,9 @@ spans of the window it belongs to (micro-batches' forward and backward, the clos
     acc.trace.save_chrome("trace.perfetto.json")  # Trace Event Format: open in ui.perfetto.dev
 
 One recorder, several views: ``events`` (the kernels, with ``totals`` and ``table``), the Chrome
-trace of ``accum/chrome_trace.py`` and, with ``memory=``, the array allocations of
-``accum/allocation_recording.py`` (a counter track, PyTorch's memory snapshot, the explain figure).
+trace of ``observe/chrome_trace.py`` and, with ``memory=``, the array allocations of
+``observe/allocation_recording.py`` (a counter track, PyTorch's memory snapshot, the explain figure).
+What it holds (``KernelEvent``, ``Span``, the lanes) is in ``observe/trace_events.py``.
 """
 
 from __future__ import annotations
@@ -20,89 +21,15 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from minitorch_accum.accum.allocation_recording import AllocationRecording
-from minitorch_accum.kernels import bytes_moved, kernel_path
+from minitorch_accum.observe.allocation_recording import AllocationRecording
+from minitorch_accum.observe.chrome_trace import write_chrome_trace
+from minitorch_accum.observe.trace_events import KernelEvent, Span
 
-__all__ = ["COLLECTIVES", "LANES", "AccumulationTrace", "KernelEvent", "KernelRecorder", "Span", "kernel_path_of",
-           "record_window_pass", "trace_span"]
-
-#: the lanes of a trace (one thread track each in the Chrome trace), in display order
-LANES = ("window", "micro-batches", "arena writes", "collectives")
-#: kernel names that are a reduction over the ranks, not a write of this rank's arena
-COLLECTIVES = ("allreduce", "reduce_scatter")
-#: passes that NumPy (or CuPy) itself runs, not one of the library's kernels
-_ARRAY_LIBRARY_PASSES = ("scale", "container-store", "container-add", "gemm-fallback")
-
-
-@dataclass(frozen=True)
-class KernelEvent:
-    """One write of a gradient contribution into the arena (or one window-level pass)."""
-
-    window: int
-    micro_batch: int  # 0-based within the window; -1 for window-level passes
-    param: str
-    kernel: str
-    elements: int
-    bytes: int
-    seconds: float
-    materialized: bool  # True when the contribution existed as its own array before being added
-    start: float = 0.0  # seconds from the trace's origin
-    path: str = ""  # what ran it: native, emulated, reference, cupy; blas, cublas; numpy; mpi, nccl
-
-    @property
-    def gb_per_s(self) -> float:
-        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class Span:
-    """A stretch of time on one lane: a micro-batch's forward or backward, the window's close, the step."""
-
-    name: str
-    lane: str
-    start: float  # seconds from the trace's origin
-    seconds: float
-    args: dict[str, Any] = field(default_factory=dict)
-
-
-class KernelRecorder(Protocol):
-    """What a gradient store calls for every kernel that writes or reads the window's gradients;
-    the Accumulator adds the window and micro-batch numbers, the time and the path.
-    ``started`` (perf_counter seconds) when the caller knows it, else it ended just now."""
-
-    def __call__(self, param: str, kernel: str, elements: int, nbytes: int, seconds: float, *,
-                 materialized: bool, window_pass: bool, started: float | None = None) -> None: ...
-
-
-def record_window_pass(recorder: KernelRecorder, kernel: str, arrays: list[tuple[str, Any]], seconds: float) -> None:
-    """One pass over the window's gradients, recorded per parameter with its share of the time,
-    the shares laid end to end over the pass that ended now."""
-    total = sum(a.size for _, a in arrays) or 1
-    started = time.perf_counter() - seconds
-    for name, array in arrays:
-        size = array.dtype.itemsize
-        share = seconds * array.size / total
-        recorder(name, kernel, array.size, bytes_moved(kernel, array.size, size, size), share,
-                 materialized=False, window_pass=True, started=started)
-        started += share
-
-
-def kernel_path_of(kernel: str, device_kind: str = "cpu", communicator: str = "") -> str:
-    """Which implementation ran ``kernel`` just now: the library's kernels on the CPU path of
-    ``MTA_KERNELS`` (native, emulated, reference) or CuPy's CUDA kernels; a GEMM-fused write on
-    BLAS or cuBLAS; NumPy's own arithmetic; a collective on its communicator (mpi, nccl, local)."""
-    gpu = device_kind == "cuda"
-    if kernel in COLLECTIVES:
-        return communicator or "collective"
-    if kernel.startswith("gemm-beta"):
-        return "cublas" if gpu else "blas"
-    if kernel in _ARRAY_LIBRARY_PASSES:
-        return "cupy" if gpu else "numpy"
-    return "cupy" if gpu else kernel_path()
+__all__ = ["AccumulationTrace", "trace_span"]
 
 
 class AccumulationTrace:
@@ -243,8 +170,6 @@ class AccumulationTrace:
 
     def save_chrome(self, path: str | os.PathLike) -> Path:
         """Write the Trace Event Format view (ui.perfetto.dev, chrome://tracing, HTA)."""
-        from minitorch_accum.accum.chrome_trace import write_chrome_trace  # it builds on this module
-
         return write_chrome_trace([self], path)
 
     def table(self, limit: int | None = None) -> str:

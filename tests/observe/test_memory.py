@@ -12,9 +12,10 @@ import pytest
 
 import minitorch_accum as mta
 from minitorch_accum import nn, optim
-from minitorch_accum.accum import Accumulator, PeakMemory
-from minitorch_accum.accum.memory import array_tracking_available
+from minitorch_accum.accum import Accumulator
 from minitorch_accum.nn import functional as F
+from minitorch_accum.observe import PeakMemory
+from minitorch_accum.observe.memory import array_tracking_available
 
 NUMPY_DOMAIN = np.lib.tracemalloc_domain  # 389047: where NumPy reports array buffers to tracemalloc
 
@@ -127,7 +128,7 @@ def test_arrays_of_a_probe_still_alive_at_interpreter_exit_are_freed_quietly() -
     import subprocess
     import sys
 
-    program = ("import numpy as np\nfrom minitorch_accum.accum import PeakMemory\n"
+    program = ("import numpy as np\nfrom minitorch_accum.observe import PeakMemory\n"
                "with PeakMemory():\n    kept = [np.empty(n) for n in range(1, 2000)]\n"
                "class Holder:\n    pass\nHolder.arrays = kept\n")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
@@ -188,7 +189,7 @@ def test_a_signal_handler_never_runs_inside_the_array_allocator(tmp_path: Path) 
     script.write_text(textwrap.dedent("""
         import signal
         import numpy as np
-        from minitorch_accum.accum import PeakMemory
+        from minitorch_accum.observe import PeakMemory
 
         class Tick(Exception):
             pass
@@ -219,7 +220,7 @@ def test_a_signal_handler_never_runs_inside_the_array_allocator(tmp_path: Path) 
 
 
 def test_arrays_made_under_not_counted_are_left_out_of_arrays_and_total() -> None:
-    from minitorch_accum.accum.memory import not_counted
+    from minitorch_accum.observe.memory import not_counted
 
     with PeakMemory() as probe:
         kept = np.empty(100_000, dtype=np.float64)  # 800,000 bytes, counted

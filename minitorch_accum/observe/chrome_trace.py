@@ -2,7 +2,7 @@
 
 The JSON object format (``traceEvents`` plus metadata): ``ph: "X"`` complete events with
 ``ts`` and ``dur`` in microseconds, ``ph: "C"`` counters, ``ph: "M"`` names. One ``pid`` per
-rank; one ``tid`` per lane of ``accum.trace.LANES`` (the window, its micro-batches' forward and
+rank; one ``tid`` per lane of ``observe.trace_events.LANES`` (the window, its micro-batches' forward and
 backward, the kernels writing the arena, the collectives), the lanes of a second recording in
 the same file (explain's big batch) on tids of their own. Each window is a ``ProfilerStep#N``
 span, the name PyTorch's profiler gives an optimizer step, so Holistic Trace Analysis finds
@@ -18,9 +18,9 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from minitorch_accum.accum.trace import COLLECTIVES, LANES, AccumulationTrace, KernelEvent
+from minitorch_accum.observe.trace_events import COLLECTIVES, LANES, KernelEvent, Span
 
 __all__ = ["chrome_trace", "rank_trace_path", "write_chrome_trace"]
 
@@ -30,6 +30,21 @@ LANE_BLOCK = 10
 STEP_PREFIX = "ProfilerStep#"
 _CATEGORY = {"window": "window", "micro-batches": "micro_batch", "arena writes": "kernel",
              "collectives": "collective"}
+
+
+class Recording(Protocol):
+    """What this view reads of a trace (an ``AccumulationTrace``, which saves itself through it)."""
+
+    name: str
+    rank: int
+    world_size: int
+    wall_origin: float
+    events: list[KernelEvent]
+    spans: list[Span]
+    counters: list[tuple[str, float, int]]
+    memory: Any  # an AllocationRecording (its ``samples``) or None
+
+    def paths(self) -> dict[str, list[str]]: ...
 
 
 def rank_trace_path(path: str | os.PathLike, rank: int, world_size: int) -> Path:
@@ -70,7 +85,7 @@ def _span_name(name: str, steps_before: int) -> str:
     return name
 
 
-def _events_of(trace: AccumulationTrace, pid: int, index: int, shift: float, steps_before: int) -> list[dict[str, Any]]:
+def _events_of(trace: Recording, pid: int, index: int, shift: float, steps_before: int) -> list[dict[str, Any]]:
     tids = {lane: 1 + LANE_BLOCK * index + i for i, lane in enumerate(LANES)}
     prefix = f"{trace.name}: " if trace.name else ""
     out: list[dict[str, Any]] = []
@@ -98,7 +113,7 @@ def _events_of(trace: AccumulationTrace, pid: int, index: int, shift: float, ste
     return out
 
 
-def chrome_trace(traces: Sequence[AccumulationTrace], base: float | None = None) -> dict[str, Any]:
+def chrome_trace(traces: Sequence[Recording], base: float | None = None) -> dict[str, Any]:
     """The Trace Event Format object of one rank's ``traces`` (their rank and world size are the
     first one's); ``base`` is the wall-clock second of ts = 0."""
     if not traces:
@@ -129,7 +144,7 @@ def chrome_trace(traces: Sequence[AccumulationTrace], base: float | None = None)
     }
 
 
-def write_chrome_trace(traces: Sequence[AccumulationTrace], path: str | os.PathLike,
+def write_chrome_trace(traces: Sequence[Recording], path: str | os.PathLike,
                        base: float | None = None) -> Path:
     """Write ``chrome_trace(traces)`` to ``path`` (a ``.json`` name: HTA reads no other)."""
     target = Path(path)

@@ -1,6 +1,6 @@
 """Array allocations and frees over time, as the allocator reports them: the memory side of a trace.
 
-On the CPU the events come from the NumPy data-memory tracker of ``accum/memory.py``
+On the CPU the events come from the NumPy data-memory tracker of ``observe/memory.py``
 (``ArrayAllocationWatch``: every array buffer allocated while the recording is open, and its
 free, logged without Python code in the allocator and drained here whenever the trace's span
 changes, so each event keeps the span it ran in); on a GPU from a CuPy memory hook (the
@@ -22,12 +22,12 @@ import sys
 import time
 from typing import Any
 
-from minitorch_accum.accum.memory import ArrayAllocationWatch
+from minitorch_accum.observe.memory import ArrayAllocationWatch
 
 __all__ = ["AllocationRecording", "Frame"]
 
 Frame = tuple[str, int, str]  # (file, line, function's qualified name)
-_SKIPPED = ("accum/memory.py", "accum/allocation_recording.py")
+_SKIPPED = ("observe/memory.py", "observe/allocation_recording.py")
 _FRAME_LIMIT = 24
 
 
