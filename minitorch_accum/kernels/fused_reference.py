@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum.kernels import fused_math
+from minitorch_accum.kernels.catalog import CATALOG, FUSED
 from minitorch_accum.kernels.fused_checks import FusedArgs, check_ids, check_targets
 from minitorch_accum.kernels.validation import describe, real_number
 
-#: the fused layer kernels, by the names every path gives them (fused.py's, the native module's)
-FUSED_KERNELS = ("cross_entropy_backward", "cross_entropy_forward", "embedding_backward", "gelu_backward",
-                 "gelu_forward", "layer_norm_backward", "layer_norm_forward")
+#: the fused layer kernels, by the names every path gives them (fused.py's, the native module's): the
+#: catalog's rows of the fused family, each of which has its body here
+FUSED_KERNELS: tuple[str, ...] = tuple(k.name for k in CATALOG if k.family == FUSED)
 
 __all__ = [
     "FUSED_KERNELS",

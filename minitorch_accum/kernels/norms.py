@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from minitorch_accum.kernels import l2_scaling
+from minitorch_accum.kernels.catalog import kernel_info
 from minitorch_accum.kernels.dispatch import call_device, host_module
 from minitorch_accum.kernels.launch.plan import plan_l2_norm
 from minitorch_accum.kernels.launch.runners import Runner, runner_for
@@ -34,7 +35,8 @@ def _device_sums(runner: Runner, tensors: Sequence[Array], scale: float) -> tupl
     return total, largest
 
 
-def _norm(kernel: str, tensors: Any, listed: bool) -> float:
+def _norm(kernel: str, tensors: Any) -> float:
+    listed = kernel_info(kernel).listed
     device = call_device(kernel, ("tensor",) if listed else ("x",), (tensors,), listed=listed)
     if device == "host" and (module := host_module()) is not None:
         return getattr(module, kernel)(tensors)
@@ -45,9 +47,9 @@ def _norm(kernel: str, tensors: Any, listed: bool) -> float:
 
 def l2_norm(x: Array) -> float:
     """Euclidean norm of all elements of x (float32, float16, bfloat16 or float64), as a float (4 B/elem fp32)."""
-    return _norm("l2_norm", x, False)
+    return _norm("l2_norm", x)
 
 
 def multi_l2_norm(tensors: Sequence[Array]) -> float:
     """Global Euclidean norm of all elements of a list of arrays, as a float (4 B/elem fp32)."""
-    return _norm("multi_l2_norm", tensors, True)
+    return _norm("multi_l2_norm", tensors)

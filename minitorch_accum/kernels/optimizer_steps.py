@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from minitorch_accum.kernels.catalog import kernel_info
 from minitorch_accum.kernels.dispatch import call_device, host_module
 from minitorch_accum.kernels.launch.plan import plan_adam, plan_multi_adam, plan_multi_sgd, plan_sgd
 from minitorch_accum.kernels.launch.runners import runner_for
@@ -25,7 +26,7 @@ Array = Any
 
 def _step(kernel: str, names: Sequence[str], values: tuple[Any, ...], h: SgdScalars | AdamScalars) -> None:
     """One step call: ``values`` are one array per role, or lists of them for a multi_* kernel."""
-    listed = kernel.startswith("multi_")
+    listed = kernel_info(kernel).listed
     momentum = h.momentum if isinstance(h, SgdScalars) else None
     # SGD's buffers may be None (no momentum); whether they must be there is checked below
     device = call_device(kernel, names, values, listed=listed, optional=names[2:] if momentum is not None else ())

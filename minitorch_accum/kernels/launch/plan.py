@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum.kernels import modes
+from minitorch_accum.kernels.catalog import accumulate_kernel
 from minitorch_accum.kernels.dtypes import (
     ACCUMULATE_KINDS,
     FLOAT32,
@@ -290,7 +291,7 @@ def _address(address_of: AddressOf, x: Any) -> int:
 
 def accumulate_kernel_name(mode: int, acc_dtype: np.dtype, g_dtype: np.dtype) -> str:
     """mta_add_scale_f32_f32, mta_cast_add_scale_f32_bf16, mta_copy_scale_f64_f32, ..."""
-    stem = "cast_add_scale" if mode == modes.ADD and g_dtype in LOW_PRECISION else modes.KERNEL_NAMES[mode]
+    stem = accumulate_kernel(mode, listed=False, cast=g_dtype in LOW_PRECISION).name
     return f"mta_{stem}_{SHORT_NAMES[acc_dtype]}_{SHORT_NAMES[g_dtype]}"
 
 
@@ -319,7 +320,7 @@ def plan_multi_accumulate(
         rows = [address_of(acc), address_of(comp), address_of(g)] if compensated else [address_of(acc), address_of(g)]
         entries.append((rows, int(acc.size), ACCUMULATE_KINDS[(acc.dtype, g.dtype)]))
     tail = (np.float32(scale), np.float64(scale), flag)
-    name = f"mta_multi_{modes.KERNEL_NAMES[mode]}"
+    name = f"mta_{accumulate_kernel(mode, listed=True).name}"
     return _table_launches(name, 3 if compensated else 2, entries, tail, tuple(items))
 
 
