@@ -125,7 +125,8 @@ def layer_norm_backward(x: Array, weight: Array | None, mean: Array, rstd: Array
             grad_bias[...] = fused_math.column_sums(g).astype(x.dtype)
 
 
-def check_cross_entropy(kernel: str, logits: Any, targets: Any, ignore_index: int, roles: list) -> None:
+def check_cross_entropy(kernel: str, logits: Any, targets: Any, ignore_index: int,
+                        roles: list[tuple[str, Any, bool]]) -> None:
     """The checks of cross_entropy_forward and _backward (``roles``: their arrays past the targets)."""
     args = FusedArgs(kernel, [("logits", logits, False), ("targets", targets, False), *roles],
                      floats=["logits", *(r for r, _, _ in roles if r in ("losses", "grad", "out"))],

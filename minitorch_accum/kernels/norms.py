@@ -39,7 +39,7 @@ def _norm(kernel: str, tensors: Any) -> float:
     listed = kernel_info(kernel).listed
     device = call_device(kernel, ("tensor",) if listed else ("x",), (tensors,), listed=listed)
     if device == "host" and (module := host_module()) is not None:
-        return getattr(module, kernel)(tensors)
+        return float(getattr(module, kernel)(tensors))
     xs = check_norm(kernel, tensors, listed=listed)
     runner = runner_for(device)
     return l2_scaling.norm_from_sums(lambda scale: _device_sums(runner, xs, scale))

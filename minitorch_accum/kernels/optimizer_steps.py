@@ -35,12 +35,18 @@ def _step(kernel: str, names: Sequence[str], values: tuple[Any, ...], h: SgdScal
         return
     items = check_step(kernel, names, values, listed=listed, momentum=momentum)
     runner = runner_for(device)
-    if listed:
-        plan = plan_multi_sgd if isinstance(h, SgdScalars) else plan_multi_adam
-        runner.run(plan(items, h, runner.address_of))  # type: ignore[arg-type]
+    if isinstance(h, SgdScalars):
+        if listed:
+            launches = plan_multi_sgd(items, h, runner.address_of)
+        else:
+            param, grad, buf = items[0]
+            launches = plan_sgd(param, grad, buf, h, runner.sm_count)
+    elif listed:
+        launches = plan_multi_adam(items, h, runner.address_of)
     else:
-        plan = plan_sgd if isinstance(h, SgdScalars) else plan_adam
-        runner.run(plan(*items[0], h, runner.sm_count))  # type: ignore[operator]
+        param, grad, exp_avg, exp_avg_sq = items[0]
+        launches = plan_adam(param, grad, exp_avg, exp_avg_sq, h, runner.sm_count)
+    runner.run(launches)
 
 
 def sgd_momentum_step(

@@ -27,8 +27,8 @@ class Adam(Optimizer):
 
     def __init__(self, params: Any = None, lr: float | None = None, *, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float | None = None) -> None:
-        params, lr = params_or_lr(type(self).__name__, params, lr)
-        super().__init__(params, {"lr": 1e-3 if lr is None else lr, "betas": betas, "eps": eps,
+        params, rate = params_or_lr(type(self).__name__, params, lr)
+        super().__init__(params, {"lr": 1e-3 if rate is None else rate, "betas": betas, "eps": eps,
                                   "weight_decay": self.default_weight_decay if weight_decay is None else weight_decay})
 
     def _validated(self, hyperparameters: dict[str, Any]) -> dict[str, Any]:

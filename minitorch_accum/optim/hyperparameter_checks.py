@@ -14,7 +14,9 @@ import numpy as np
 __all__ = ["check_flag", "check_number", "check_positive", "check_range", "params_or_lr"]
 
 
-def params_or_lr(optimizer: str, params: Any, lr: float | None) -> tuple[Any, float | None]:
+def params_or_lr(
+    optimizer: str, params: Any, lr: float | None
+) -> tuple[Any, float | np.number[Any] | None]:
     """(params, lr) from the two ways to call a constructor: ``SGD(0.1)`` (a number first: the
     rate, for every parameter of the model) and ``SGD(params, lr=0.1)`` (PyTorch's)."""
     if isinstance(params, int | float | np.number) and not isinstance(params, bool):

@@ -26,10 +26,10 @@ class SGD(Optimizer):
 
     def __init__(self, params: Any = None, lr: float | None = None, *, momentum: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, dampening: float = 0.0) -> None:
-        params, lr = params_or_lr("SGD", params, lr)
-        if lr is None:
+        params, rate = params_or_lr("SGD", params, lr)
+        if rate is None:
             raise TypeError("SGD: lr is required, e.g. SGD(0.1) or SGD(model.parameters(), lr=0.1)")
-        super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay,
+        super().__init__(params, {"lr": rate, "momentum": momentum, "weight_decay": weight_decay,
                                   "nesterov": nesterov, "dampening": dampening})
 
     def _validated(self, hyperparameters: dict[str, Any]) -> dict[str, Any]:
