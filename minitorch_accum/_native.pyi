@@ -147,7 +147,7 @@ def emulator_launch(kernel: str, grid: Sequence[int], block: Sequence[int], args
 def emulator_kernels() -> dict[str, tuple[int, int, bool]]:
     """Registered kernels: name -> (arity, max threads per block, uses __syncthreads)."""
 
-def memory_counting_handler(numpy_handler: Any) -> Any:
+def memory_counting_handler(numpy_handler: object) -> object:
     """A ``mem_handler`` capsule of the counting data-memory handler, forwarding to NumPy's handler given."""
 
 def memory_probe_open(count_objects: bool) -> int:

@@ -9,11 +9,11 @@ place and return None. The scale is rounded once to the accumulator dtype.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from minitorch_accum.kernels import modes
+from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.catalog import kernel_info
 from minitorch_accum.kernels.dispatch import call_device, host_module, is_cupy_array
 from minitorch_accum.kernels.launch.plan import plan_accumulate, plan_multi_accumulate
@@ -34,9 +34,6 @@ __all__ = [
     "new_flag",
 ]
 
-Array = Any  # a numpy.ndarray or a cupy.ndarray (CuPy has no type information)
-
-
 def new_flag(like: Array) -> Array:
     """A zeroed int32 array of shape (1,) beside ``like`` (NumPy or CuPy, same device).
 
@@ -53,7 +50,14 @@ def new_flag(like: Array) -> Array:
     raise TypeError(f"new_flag: like must be a NumPy or CuPy array, got {type(like).__qualname__}")
 
 
-def _call(kernel: str, accs: Any, comps: Any, gs: Any, scale: float, flag: Array | None) -> None:
+def _call(
+    kernel: str,
+    accs: Array | Sequence[Array],
+    comps: Array | Sequence[Array] | None,
+    gs: Array | Sequence[Array],
+    scale: float,
+    flag: Array | None,
+) -> None:
     """One call of a kernel of the accumulate family, its mode from the catalog: accs, comps, gs are
     arrays, or the lists of a multi_* call; comps is None unless the mode is compensated."""
     scale = real_number(kernel, "scale", scale)

@@ -11,9 +11,9 @@ differs, the only kernels where it may.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from minitorch_accum.kernels import l2_scaling
+from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.catalog import kernel_info
 from minitorch_accum.kernels.dispatch import call_device, host_module
 from minitorch_accum.kernels.launch.plan import plan_l2_norm
@@ -21,9 +21,6 @@ from minitorch_accum.kernels.launch.runners import Runner, runner_for
 from minitorch_accum.kernels.validation import check_norm
 
 __all__ = ["l2_norm", "multi_l2_norm"]
-
-Array = Any
-
 
 def _device_sums(runner: Runner, tensors: Sequence[Array], scale: float) -> tuple[float, float]:
     """(sum of (scale * x)^2, max |scale * x|) over every element, reduced on the device."""
@@ -35,7 +32,7 @@ def _device_sums(runner: Runner, tensors: Sequence[Array], scale: float) -> tupl
     return total, largest
 
 
-def _norm(kernel: str, tensors: Any) -> float:
+def _norm(kernel: str, tensors: Array | Sequence[Array]) -> float:
     listed = kernel_info(kernel).listed
     device = call_device(kernel, ("tensor",) if listed else ("x",), (tensors,), listed=listed)
     if device == "host" and (module := host_module()) is not None:

@@ -10,8 +10,8 @@ path) in optimizer_scalars.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.catalog import kernel_info
 from minitorch_accum.kernels.dispatch import call_device, host_module
 from minitorch_accum.kernels.launch.plan import plan_adam, plan_multi_adam, plan_multi_sgd, plan_sgd
@@ -21,10 +21,9 @@ from minitorch_accum.kernels.validation import ADAM_ARRAYS, SGD_ARRAYS, check_st
 
 __all__ = ["adamw_step", "multi_adamw_step", "multi_sgd_momentum_step", "sgd_momentum_step"]
 
-Array = Any
-
-
-def _step(kernel: str, names: Sequence[str], values: tuple[Any, ...], h: SgdScalars | AdamScalars) -> None:
+def _step(
+    kernel: str, names: Sequence[str], values: tuple[Array | Sequence[Array] | None, ...], h: SgdScalars | AdamScalars
+) -> None:
     """One step call: ``values`` are one array per role, or lists of them for a multi_* kernel."""
     listed = kernel_info(kernel).listed
     momentum = h.momentum if isinstance(h, SgdScalars) else None

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from minitorch_accum.kernels import fused_reference, l2_scaling, modes
+from minitorch_accum.kernels.arrays import HostArray
 from minitorch_accum.kernels.catalog import ACCUMULATE, ADAM, CATALOG, FUSED, KERNELS, L2_NORM, SGD, KernelInfo
 from minitorch_accum.kernels.optimizer_scalars import AdamScalars, SgdScalars
 from minitorch_accum.kernels.validation import (
@@ -37,7 +37,7 @@ from minitorch_accum.kernels.validation import (
 
 __all__ = ["REFERENCE", *KERNELS]  # each kernel is set at the end, from the table
 
-Array = npt.NDArray[Any]  # of any dtype the kernel accepts
+Array = HostArray
 
 
 def _accumulate(mode: int, acc: Array, comp: Array | None, g: Array, scale: float, flag: Array | None) -> None:
@@ -132,7 +132,7 @@ def _run_accumulate(info: KernelInfo, *args: Any) -> None:
         _accumulate(mode, acc, comp, g, scale, flag)
 
 
-def _run_l2_norm(info: KernelInfo, tensors: Any) -> float:
+def _run_l2_norm(info: KernelInfo, tensors: Array | Sequence[Array]) -> float:
     """The Euclidean norm of every element, summed in float64 (scaled when fp64 squares would overflow)."""
     xs = check_norm(info.name, tensors, listed=info.listed)
     return l2_scaling.norm_from_sums(lambda scale: _sums(xs, scale))
