@@ -104,12 +104,14 @@ _LIST_COMPENSATED = (
 
 def _accumulate(
     name: str, mode: int, computes: str, acc_accesses: int, note: str = "", *, cast_only: bool = False,
-    owns_cuda: bool = True,
+    owns_cuda: bool = True, signature: str | None = None,
 ) -> KernelInfo:
-    """A row of the accumulate family: its signature follows from its mode and whether it takes lists."""
+    """A row of the accumulate family: unless given, its signature follows from its mode and whether it
+    takes lists (a kernel with arguments of its own gives it, and unpacks them in reference.py)."""
     compensated, listed = modes.is_compensated(mode), name.startswith("multi_")
-    signature = {(False, False): _ONE, (True, False): _ONE_COMPENSATED, (False, True): _LIST,
-                 (True, True): _LIST_COMPENSATED}[compensated, listed]
+    if signature is None:
+        signature = {(False, False): _ONE, (True, False): _ONE_COMPENSATED, (False, True): _LIST,
+                     (True, True): _LIST_COMPENSATED}[compensated, listed]
     return KernelInfo(name, computes, acc_accesses, 1, note, 2 if cast_only else 4, family=ACCUMULATE,
                       signature=signature, source="accumulate.cu", cuda=(name,) if owns_cuda else (), mode=mode,
                       cast_only=cast_only)
