@@ -4,6 +4,8 @@ on one array or a list, with an optional non-finite flag.
 Each function dispatches on the array type: NumPy arrays take the CPU path of
 ``kernel_path()`` (native by default), CuPy arrays the CUDA kernels. All are in
 place and return None. The scale is rounded once to the accumulator dtype.
+Each face is typed and documented here and names only its kernel: the mode, the
+cast rule and whether it takes lists come from the kernel's row in ``catalog``.
 """
 
 from __future__ import annotations
