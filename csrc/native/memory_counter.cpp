@@ -121,7 +121,7 @@ public:
     std::atomic<int> open_probes{0};
     std::atomic<int> open_object_probes{0};
     std::atomic<int> watch_frames{-1};  // -1: no watch; 0: a watch without frames; 1: with frames
-    // set while the accumulation writes the arena (accum.memory.not_counted): what it allocates
+    // set while the accumulation writes the arena (observe.memory.not_counted): what it allocates
     // is left out of every probe and watch, blocks and events alike
     std::atomic<bool> excluded{false};
 

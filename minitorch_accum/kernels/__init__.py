@@ -11,12 +11,14 @@ Every function dispatches on the array type: CuPy arrays run the CUDA kernels,
 NumPy arrays the CPU path of ``kernel_path()`` ("native" by default; set
 ``MTA_KERNELS=reference|native|emulated`` or use ``use_path``).
 ``minitorch_accum.kernels.reference`` holds the NumPy oracle of each kernel,
-with the native module's signatures. ``catalog`` is the table of bytes per
-element (``bytes_moved``). ``fused`` holds the fused layer kernels (GELU,
-LayerNorm, softmax cross entropy, embedding backward) that the ops call instead
-of chains of NumPy temporaries. Launch planning and the two runners (emulator,
-CuPy) are in ``launch/``, the NVRTC and nvcc tools and the command line in
-``tools/``; docs/kernels.md tells the whole story.
+with the native module's signatures. ``catalog`` is the one table of kernels
+(what each computes, its bytes per element: ``bytes_moved``), which the
+references, the native module's stub and the checks of tests/kernels follow.
+``fused`` holds the fused layer kernels (GELU, LayerNorm, softmax cross entropy,
+embedding backward) that the ops call instead of chains of NumPy temporaries.
+Launch planning and the two runners (emulator, CuPy) are in ``launch/``, the
+NVRTC and nvcc tools and the command line in ``tools/``; docs/kernels.md tells
+the whole story.
 
 This package imports nothing from the rest of minitorch_accum.
 """

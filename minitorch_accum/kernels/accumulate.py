@@ -4,16 +4,19 @@ on one array or a list, with an optional non-finite flag.
 Each function dispatches on the array type: NumPy arrays take the CPU path of
 ``kernel_path()`` (native by default), CuPy arrays the CUDA kernels. All are in
 place and return None. The scale is rounded once to the accumulator dtype.
+Each face is typed and documented here and names only its kernel: the mode, the
+cast rule and whether it takes lists come from the kernel's row in ``catalog``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from minitorch_accum.kernels import modes
+from minitorch_accum.kernels.arrays import Array
+from minitorch_accum.kernels.catalog import kernel_info
 from minitorch_accum.kernels.dispatch import call_device, host_module, is_cupy_array
 from minitorch_accum.kernels.launch.plan import plan_accumulate, plan_multi_accumulate
 from minitorch_accum.kernels.launch.runners import runner_for
@@ -33,9 +36,6 @@ __all__ = [
     "new_flag",
 ]
 
-Array = Any  # numpy.ndarray or cupy.ndarray
-
-
 def new_flag(like: Array) -> Array:
     """A zeroed int32 array of shape (1,) beside ``like`` (NumPy or CuPy, same device).
 
@@ -54,26 +54,29 @@ def new_flag(like: Array) -> Array:
 
 def _call(
     kernel: str,
-    mode: int,
-    accs: Any,
-    comps: Any,
-    gs: Any,
+    accs: Array | Sequence[Array],
+    comps: Array | Sequence[Array] | None,
+    gs: Array | Sequence[Array],
     scale: float,
     flag: Array | None,
-    listed: bool,
-    cast_only: bool = False,
 ) -> None:
-    """One kernel call: accs, comps, gs are arrays, or (listed) the lists of a multi_* call."""
+    """One call of a kernel of the accumulate family, its mode from the catalog: accs, comps, gs are
+    arrays, or the lists of a multi_* call; comps is None unless the mode is compensated."""
     scale = real_number(kernel, "scale", scale)
+    info = kernel_info(kernel)
+    mode = info.mode
+    assert mode is not None, kernel  # every accumulate row has one
     compensated = modes.is_compensated(mode)
     names, arrays = (("acc", "comp", "g"), (accs, comps, gs)) if compensated else (("acc", "g"), (accs, gs))
-    device = call_device(kernel, names, arrays, listed=listed, flag=flag)
+    device = call_device(kernel, names, arrays, listed=info.listed, flag=flag)
     if device == "host" and (module := host_module()) is not None:
         getattr(module, kernel)(*arrays, scale, flag)
         return
-    items = check_accumulate(kernel, accs, comps, gs, flag, listed=listed, compensated=compensated, cast_only=cast_only)
+    items = check_accumulate(
+        kernel, accs, comps, gs, flag, listed=info.listed, compensated=compensated, cast_only=info.cast_only
+    )
     runner = runner_for(device)
-    if listed:
+    if info.listed:
         runner.run(plan_multi_accumulate(mode, items, scale, flag, runner.address_of))
     else:
         runner.run(plan_accumulate(mode, *items[0], scale, flag, runner.sm_count))
@@ -82,53 +85,53 @@ def _call(
 def add_scale(acc: Array, g: Array, scale: float, flag: Array | None = None) -> None:
     """acc += s * g (12 B/elem fp32). Pairs (acc, g): (f32, f32), (f32, f16), (f32, bf16),
     (f64, f64), (f64, f32); a f16/bf16 g runs the cast kernel."""
-    _call("add_scale", modes.ADD, acc, None, g, scale, flag, False)
+    _call("add_scale", acc, None, g, scale, flag)
 
 
 def copy_scale(acc: Array, g: Array, scale: float, flag: Array | None = None) -> None:
     """acc = s * g: the first micro-batch of a window, with no zeroing pass (8 B/elem)."""
-    _call("copy_scale", modes.COPY, acc, None, g, scale, flag, False)
+    _call("copy_scale", acc, None, g, scale, flag)
 
 
 def cast_add_scale(acc: Array, g: Array, scale: float, flag: Array | None = None) -> None:
     """acc(f32) += s * float(g) for a float16 or bfloat16 g, in one pass (10 B/elem)."""
-    _call("cast_add_scale", modes.ADD, acc, None, g, scale, flag, False, cast_only=True)
+    _call("cast_add_scale", acc, None, g, scale, flag)
 
 
 def add_scale_compensated(acc: Array, comp: Array, g: Array, scale: float, flag: Array | None = None) -> None:
     """Neumaier: t = acc + y; comp += lost low bits; acc = t, with y = s * g. acc + comp is the sum."""
-    _call("add_scale_compensated", modes.ADD_COMPENSATED, acc, comp, g, scale, flag, False)
+    _call("add_scale_compensated", acc, comp, g, scale, flag)
 
 
 def copy_scale_compensated(acc: Array, comp: Array, g: Array, scale: float, flag: Array | None = None) -> None:
     """acc = s * g and comp = 0: the first micro-batch of a compensated window."""
-    _call("copy_scale_compensated", modes.COPY_COMPENSATED, acc, comp, g, scale, flag, False)
+    _call("copy_scale_compensated", acc, comp, g, scale, flag)
 
 
 def multi_add_scale(accs: Sequence[Array], gs: Sequence[Array], scale: float, flag: Array | None = None) -> None:
     """add_scale over lists of (acc, g) of any sizes and supported pairs, in one launch per chunk table."""
-    _call("multi_add_scale", modes.ADD, accs, None, gs, scale, flag, True)
+    _call("multi_add_scale", accs, None, gs, scale, flag)
 
 
 def multi_copy_scale(accs: Sequence[Array], gs: Sequence[Array], scale: float, flag: Array | None = None) -> None:
     """copy_scale over lists."""
-    _call("multi_copy_scale", modes.COPY, accs, None, gs, scale, flag, True)
+    _call("multi_copy_scale", accs, None, gs, scale, flag)
 
 
 def multi_cast_add_scale(accs: Sequence[Array], gs: Sequence[Array], scale: float, flag: Array | None = None) -> None:
     """cast_add_scale over lists (every g float16 or bfloat16)."""
-    _call("multi_cast_add_scale", modes.ADD, accs, None, gs, scale, flag, True, cast_only=True)
+    _call("multi_cast_add_scale", accs, None, gs, scale, flag)
 
 
 def multi_add_scale_compensated(
     accs: Sequence[Array], comps: Sequence[Array], gs: Sequence[Array], scale: float, flag: Array | None = None
 ) -> None:
     """add_scale_compensated over lists."""
-    _call("multi_add_scale_compensated", modes.ADD_COMPENSATED, accs, comps, gs, scale, flag, True)
+    _call("multi_add_scale_compensated", accs, comps, gs, scale, flag)
 
 
 def multi_copy_scale_compensated(
     accs: Sequence[Array], comps: Sequence[Array], gs: Sequence[Array], scale: float, flag: Array | None = None
 ) -> None:
     """copy_scale_compensated over lists."""
-    _call("multi_copy_scale_compensated", modes.COPY_COMPENSATED, accs, comps, gs, scale, flag, True)
+    _call("multi_copy_scale_compensated", accs, comps, gs, scale, flag)

@@ -14,11 +14,11 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 
 from minitorch_accum.kernels import reference
+from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.validation import check_lengths
 
 __all__ = [
@@ -168,7 +168,7 @@ def _spoken(device: str) -> str:
     return "the host (NumPy)" if device == "host" else f"{device} (CuPy)"
 
 
-def one_device(kernel: str, named: Iterable[tuple[str, Any]]) -> str:
+def one_device(kernel: str, named: Iterable[tuple[str, object]]) -> str:
     """The one device all named arrays live on; None entries are skipped.
 
     TypeError for a non-array, or for arrays on different devices (naming both).
@@ -192,7 +192,7 @@ def one_device(kernel: str, named: Iterable[tuple[str, Any]]) -> str:
     return first or "host"
 
 
-def _numpy_or_none(values: Iterable[Any]) -> bool:
+def _numpy_or_none(values: Iterable[object]) -> bool:
     # a plain loop: all() over a generator costs more than the rest of the check
     for x in values:  # noqa: SIM110
         if x is not None and type(x) is not np.ndarray:
@@ -203,10 +203,10 @@ def _numpy_or_none(values: Iterable[Any]) -> bool:
 def call_device(
     kernel: str,
     names: Sequence[str],
-    values: Sequence[Any],
+    values: Sequence[Array | Sequence[Array] | None],
     *,
     listed: bool,
-    flag: Any = None,
+    flag: Array | None = None,
     optional: Sequence[str] = (),
 ) -> str:
     """The one device of a call's arrays: one value per name, or (listed) one list per name
@@ -225,6 +225,6 @@ def call_device(
     if not listed:
         return one_device(kernel, [*zip(names, values, strict=True), ("flag", flag)])
     lists = [(f"{name}s", v) for name, v in zip(names, values, strict=True) if not (v is None and name in optional)]
-    check_lengths(kernel, lists)
-    named = [(f"{role}[{i}]", x) for role, xs in lists for i, x in enumerate(xs)]
+    checked = check_lengths(kernel, lists)
+    named = [(f"{role}[{i}]", x) for (role, _), xs in zip(lists, checked, strict=True) for i, x in enumerate(xs)]
     return one_device(kernel, [*named, ("flag", flag)])

@@ -11,11 +11,13 @@ kernels, NumPy arrays the path of ``kernel_path()``. Outputs are allocated when 
 from __future__ import annotations
 
 import operator
-from typing import Any
+from types import ModuleType
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from minitorch_accum.kernels import fused_reference
+from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.dispatch import call_device, host_module, is_cupy_array
 from minitorch_accum.kernels.launch import fused_plan
 from minitorch_accum.kernels.launch.runners import Runner, runner_for
@@ -23,30 +25,27 @@ from minitorch_accum.kernels.validation import real_number
 
 __all__ = ["GELU_FORMS", *fused_reference.FUSED_KERNELS]
 
-Array = Any
-
 #: the ``approximate`` values of the GELU kernels (PyTorch's names)
 GELU_FORMS = ("none", "tanh")
 
 
-def _xp(x: Any) -> Any:
+def _xp(x: Array) -> ModuleType:
+    """numpy or cupy, whichever holds ``x``."""
     if is_cupy_array(x):
         import cupy
 
-        return cupy
+        module: ModuleType = cupy
+        return module
     return np
 
 
-def _device(kernel: str, names: tuple[str, ...], values: tuple[Any, ...]) -> tuple[Any, Runner]:
-    """(the host module, None) for a host call on the native or reference path, else (None, the
-    runner of the emulator or the CUDA device)."""
+def _target(kernel: str, names: tuple[str, ...], values: tuple[Array, ...]) -> ModuleType | Runner:
+    """What runs the call: the host module (native or reference) for a host call on those paths,
+    else the runner of the emulator or of the CUDA device."""
     device = call_device(kernel, names, values, listed=False)
     if device == "host" and (module := host_module()) is not None:
-        return module, _NO_RUNNER
-    return None, runner_for(device)
-
-
-_NO_RUNNER: Any = None
+        return module
+    return runner_for(device)
 
 
 def _tanh(kernel: str, approximate: str) -> bool:
@@ -55,7 +54,7 @@ def _tanh(kernel: str, approximate: str) -> bool:
     return approximate == "tanh"
 
 
-def _empty(like: Any, shape: tuple[int, ...], dtype: Any = None) -> Any:
+def _empty(like: Array, shape: tuple[int, ...], dtype: DTypeLike | None = None) -> Array:
     return _xp(like).empty(shape, dtype=like.dtype if dtype is None else dtype)
 
 
@@ -63,13 +62,13 @@ def gelu_forward(x: Array, approximate: str = "none", out: Array | None = None) 
     """gelu(x), PyTorch's erf form or its tanh form (8 B/elem fp32)."""
     kernel = "gelu_forward"
     tanh = _tanh(kernel, approximate)
-    module, runner = _device(kernel, ("x", "out"), (x, out))
+    target = _target(kernel, ("x", "out"), (x, out))
     out = _empty(x, tuple(x.shape)) if out is None else out
-    if module is not None:
-        module.gelu_forward(x, out, tanh)
+    if isinstance(target, ModuleType):
+        target.gelu_forward(x, out, tanh)
         return out
     fused_reference.check_gelu(kernel, x, None, out)
-    runner.run(fused_plan.plan_gelu(x, None, out, tanh, runner.sm_count))
+    target.run(fused_plan.plan_gelu(x, None, out, tanh, target.sm_count))
     return out
 
 
@@ -77,70 +76,71 @@ def gelu_backward(x: Array, grad: Array, approximate: str = "none", out: Array |
     """grad * gelu'(x) (12 B/elem fp32)."""
     kernel = "gelu_backward"
     tanh = _tanh(kernel, approximate)
-    module, runner = _device(kernel, ("x", "grad", "out"), (x, grad, out))
+    target = _target(kernel, ("x", "grad", "out"), (x, grad, out))
     out = _empty(x, tuple(x.shape)) if out is None else out
-    if module is not None:
-        module.gelu_backward(x, grad, out, tanh)
+    if isinstance(target, ModuleType):
+        target.gelu_backward(x, grad, out, tanh)
         return out
     fused_reference.check_gelu(kernel, x, grad, out)
-    runner.run(fused_plan.plan_gelu(x, grad, out, tanh, runner.sm_count))
+    target.run(fused_plan.plan_gelu(x, grad, out, tanh, target.sm_count))
     return out
 
 
-def layer_norm_forward(x: Array, weight: Array | None, bias: Array | None, eps: float = 1e-5) -> tuple[Any, Any, Any]:
+def layer_norm_forward(x: Array, weight: Array | None, bias: Array | None,
+                       eps: float = 1e-5) -> tuple[Array, Array, Array]:
     """(y, mean, rstd): y = (x - mean) rstd weight + bias over the last axis of a 2-D x, with
     mean and rstd (float64, one per row) for the backward; weight and bias may be None
     (8 B/elem fp32)."""
     kernel = "layer_norm_forward"
     eps = real_number(kernel, "eps", eps)
-    module, runner = _device(kernel, ("x", "weight", "bias"), (x, weight, bias))
+    target = _target(kernel, ("x", "weight", "bias"), (x, weight, bias))
     rows = x.shape[0] if x.ndim else 0
     out, mean, rstd = _empty(x, tuple(x.shape)), _empty(x, (rows,), np.float64), _empty(x, (rows,), np.float64)
-    if module is not None:
-        module.layer_norm_forward(x, weight, bias, eps, out, mean, rstd)
+    if isinstance(target, ModuleType):
+        target.layer_norm_forward(x, weight, bias, eps, out, mean, rstd)
         return out, mean, rstd
     fused_reference.check_layer_norm_forward(x, weight, bias, out, mean, rstd)
-    runner.run(fused_plan.plan_layer_norm_forward(x, weight, bias, eps, out, mean, rstd,
-                                                  runner.sm_count))
+    target.run(fused_plan.plan_layer_norm_forward(x, weight, bias, eps, out, mean, rstd,
+                                                  target.sm_count))
     return out, mean, rstd
 
 
 def layer_norm_backward(x: Array, weight: Array | None, mean: Array, rstd: Array, grad: Array, *,
                         input_grad: bool = True, weight_grad: bool = True,
-                        bias_grad: bool = True) -> tuple[Any, Any, Any]:
+                        bias_grad: bool = True) -> tuple[Array, Array, Array]:
     """(grad_x, grad_weight, grad_bias) of layer_norm_forward, each None unless asked for
     (12 B/elem fp32)."""
     kernel = "layer_norm_backward"
-    module, runner = _device(kernel, ("x", "weight", "mean", "rstd", "grad"), (x, weight, mean, rstd, grad))
+    target = _target(kernel, ("x", "weight", "mean", "rstd", "grad"), (x, weight, mean, rstd, grad))
     columns = (x.shape[-1],) if x.ndim else (0,)
     grad_x = _empty(x, tuple(x.shape)) if input_grad else None
     grad_weight = _empty(x, columns) if weight_grad else None
     grad_bias = _empty(x, columns) if bias_grad else None
-    if module is not None:
-        module.layer_norm_backward(x, weight, mean, rstd, grad, grad_x, grad_weight, grad_bias)
+    if isinstance(target, ModuleType):
+        target.layer_norm_backward(x, weight, mean, rstd, grad, grad_x, grad_weight, grad_bias)
         return grad_x, grad_weight, grad_bias
     fused_reference.check_layer_norm_backward(x, weight, mean, rstd, grad, grad_x, grad_weight, grad_bias)
-    runner.run(fused_plan.plan_layer_norm_backward(
-        x, weight, mean, rstd, grad, grad_x, grad_weight, grad_bias, runner.sm_count, runner.empty_f64))
+    target.run(fused_plan.plan_layer_norm_backward(
+        x, weight, mean, rstd, grad, grad_x, grad_weight, grad_bias, target.sm_count, target.empty_f64))
     return grad_x, grad_weight, grad_bias
 
 
-def cross_entropy_forward(logits: Array, targets: Array, ignore_index: int = -100) -> tuple[Any, Any, int]:
+def cross_entropy_forward(logits: Array, targets: Array, ignore_index: int = -100) -> tuple[Array, Array, int]:
     """(losses, lse, count) for 2-D logits and int64 targets: losses[i] = logsumexp(logits[i]) -
     logits[i, targets[i]] (0 where targets[i] == ignore_index), lse[i] = logsumexp(logits[i])
     (float64), count = the items not ignored (4 B/elem fp32)."""
     kernel = "cross_entropy_forward"
     ignore_index = operator.index(ignore_index)
-    module, runner = _device(kernel, ("logits", "targets"), (logits, targets))
+    target = _target(kernel, ("logits", "targets"), (logits, targets))
     rows = logits.shape[0] if logits.ndim else 0
     losses, lse = _empty(logits, (rows,)), _empty(logits, (rows,), np.float64)
-    if module is not None:
-        count = module.cross_entropy_forward(logits, targets, ignore_index, losses, lse)
+    if isinstance(target, ModuleType):
+        count = target.cross_entropy_forward(logits, targets, ignore_index, losses, lse)
         return losses, lse, int(count)
     fused_reference.check_cross_entropy(kernel, logits, targets, ignore_index, [("losses", losses, True),
                                                                               ("lse", lse, True)])
-    runner.run(fused_plan.plan_cross_entropy_forward(logits, targets, ignore_index, losses, lse,
-                                                     runner.sm_count))
+    target.run(fused_plan.plan_cross_entropy_forward(logits, targets, ignore_index, losses, lse,
+                                                     target.sm_count))
     return losses, lse, int((targets != ignore_index).sum())
 
 
@@ -149,15 +149,15 @@ def cross_entropy_backward(logits: Array, targets: Array, lse: Array, grad: Arra
     value per item (8 B/elem fp32)."""
     kernel = "cross_entropy_backward"
     ignore_index = operator.index(ignore_index)
-    module, runner = _device(kernel, ("logits", "targets", "lse", "grad"), (logits, targets, lse, grad))
+    target = _target(kernel, ("logits", "targets", "lse", "grad"), (logits, targets, lse, grad))
     out = _empty(logits, tuple(logits.shape))
-    if module is not None:
-        module.cross_entropy_backward(logits, targets, ignore_index, lse, grad, out)
+    if isinstance(target, ModuleType):
+        target.cross_entropy_backward(logits, targets, ignore_index, lse, grad, out)
         return out
     fused_reference.check_cross_entropy(kernel, logits, targets, ignore_index,
                                         [("lse", lse, False), ("grad", grad, False), ("out", out, True)])
-    runner.run(fused_plan.plan_cross_entropy_backward(logits, targets, ignore_index, lse, grad, out,
-                                                      runner.sm_count))
+    target.run(fused_plan.plan_cross_entropy_backward(logits, targets, ignore_index, lse, grad, out,
+                                                      target.sm_count))
     return out
 
 
@@ -167,16 +167,16 @@ def embedding_backward(ids: Array, grad: Array, rows: int) -> Array:
     table element, fp32)."""
     kernel = "embedding_backward"
     rows = operator.index(rows)
-    module, runner = _device(kernel, ("ids", "grad"), (ids, grad))
+    target = _target(kernel, ("ids", "grad"), (ids, grad))
     out = _empty(grad, (rows, grad.shape[-1] if grad.ndim else 0))
-    if module is not None:
-        module.embedding_backward(ids, grad, out)
+    if isinstance(target, ModuleType):
+        target.embedding_backward(ids, grad, out)
         return out
     fused_reference.check_embedding(ids, grad, out)
     xp = _xp(ids)
     order = xp.argsort(ids, kind="stable") if xp is np else xp.argsort(ids)  # CuPy's radix sort is stable
     offsets = xp.zeros(rows + 1, dtype=np.int64)
     offsets[1:] = xp.cumsum(xp.bincount(ids, minlength=rows))
-    runner.run(fused_plan.plan_embedding_backward(order.astype(np.int64), offsets, grad, out,
-                                                  runner.sm_count))
+    target.run(fused_plan.plan_embedding_backward(order.astype(np.int64), offsets, grad, out,
+                                                  target.sm_count))
     return out

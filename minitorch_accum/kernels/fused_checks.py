@@ -10,10 +10,10 @@ shapes (ValueError), then that no written array overlaps another, then the integ
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
+from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.validation import CallArrays, describe
 
 __all__ = ["FusedArgs", "check_ids", "check_targets"]
@@ -28,7 +28,7 @@ class FusedArgs:
     roles of the call's float dtype, the first one setting it; ``float64``, ``int64``: roles of
     that fixed dtype; ``optional``: roles that may be None (left out)."""
 
-    def __init__(self, kernel: str, arrays: Sequence[tuple[str, Any, bool]], *, floats: Sequence[str],
+    def __init__(self, kernel: str, arrays: Sequence[tuple[str, Array | None, bool]], *, floats: Sequence[str],
                  float64: Sequence[str] = (), int64: Sequence[str] = (), optional: Sequence[str] = ()) -> None:
         self.kernel = kernel
         self._calls = CallArrays(kernel)
@@ -73,12 +73,12 @@ class FusedArgs:
         self._calls.require_disjoint()
 
 
-def _first_bad(values: Any, bad: Any) -> tuple[int, int]:
+def _first_bad(values: Array, bad: Array) -> tuple[int, int]:
     index = int(np.flatnonzero(np.asarray(bad.get() if hasattr(bad, "get") else bad))[0])
     return index, int(values[index])
 
 
-def check_targets(kernel: str, targets: Any, classes: int, ignore_index: int) -> None:
+def check_targets(kernel: str, targets: Array, classes: int, ignore_index: int) -> None:
     """ValueError naming the first target that is neither a class index nor ``ignore_index``."""
     bad = (targets != ignore_index) & ((targets < 0) | (targets >= classes))
     if targets.size and bool(bad.any()):
@@ -87,7 +87,7 @@ def check_targets(kernel: str, targets: Any, classes: int, ignore_index: int) ->
                          f"(ignore_index={ignore_index})")
 
 
-def check_ids(kernel: str, ids: Any, rows: int) -> None:
+def check_ids(kernel: str, ids: Array, rows: int) -> None:
     """ValueError naming the first id outside [0, rows)."""
     bad = (ids < 0) | (ids >= rows)
     if ids.size and bool(bad.any()):

@@ -108,7 +108,8 @@ def exp(y: np.ndarray, precision: np.dtype | str) -> np.ndarray:
         r = (y - kd * _LN2_HI) - kd * _LN2_LO
         p = 1.0 + (r + (r * r) * horner(_set("exp_tail", precision), r))
         k1 = k >> 1
-        return (p * _pow2(k1)) * _pow2(k - k1)
+        result: np.ndarray = (p * _pow2(k1)) * _pow2(k - k1)
+        return result
 
 
 #: the float exp's polynomial (mta_expf), float32 values
@@ -138,7 +139,8 @@ def expf(y: np.ndarray) -> np.ndarray:
             q = q * r + _F32(c)
         p = _F32(1.0) + (r + (r * r) * q)
         k1 = k >> 1
-        return (p * _pow2f(k1)) * _pow2f(k - k1)
+        result: np.ndarray = (p * _pow2f(k1)) * _pow2f(k - k1)
+        return result
 
 
 def softmax_exp(d: np.ndarray, dtype: np.dtype | str) -> np.ndarray:
@@ -182,7 +184,8 @@ def erf(x: np.ndarray, precision: np.dtype | str) -> np.ndarray:
         r = np.where(a < 1.0, small, large)
         r = np.where(a >= top, 1.0, r)
         r = np.where(np.isnan(x), x, r)
-        return np.copysign(r, x)
+        signed: np.ndarray = np.copysign(r, x)
+        return signed
 
 
 def _tanh_parts(x: np.ndarray, precision: str) -> tuple[np.ndarray, np.ndarray]:
@@ -202,7 +205,8 @@ def gelu(x: np.ndarray, tanh: bool, precision: np.dtype | str) -> np.ndarray:
     """gelu(x) in float64 (mta_gelu): x Phi(x), or x sigma(2u) for the tanh form."""
     name = np.dtype(precision).name
     with np.errstate(all="ignore"):
-        return x * (_tanh_parts(x, name)[0] if tanh else _cdf(x, name))
+        y: np.ndarray = x * (_tanh_parts(x, name)[0] if tanh else _cdf(x, name))
+        return y
 
 
 def gelu_derivative(x: np.ndarray, tanh: bool, precision: np.dtype | str) -> np.ndarray:
@@ -212,7 +216,8 @@ def gelu_derivative(x: np.ndarray, tanh: bool, precision: np.dtype | str) -> np.
         if tanh:
             s, s_s1 = _tanh_parts(x, name)
             du = 0.7978845608028654 * (1.0 + 0.134145 * (x * x))
-            return s + ((2.0 * x) * s_s1) * du
+            derivative: np.ndarray = s + ((2.0 * x) * s_s1) * du
+            return derivative
         pdf = 0.3989422804014327 * exp((-0.5 * x) * x, name)
         return _cdf(x, name) + x * pdf
 

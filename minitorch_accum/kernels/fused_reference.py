@@ -8,17 +8,16 @@ the stored dtype, so every path gives the same bits. ``reference`` re-exports th
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from minitorch_accum.kernels import fused_math
+from minitorch_accum.kernels import arrays, fused_math
+from minitorch_accum.kernels.catalog import CATALOG, FUSED
 from minitorch_accum.kernels.fused_checks import FusedArgs, check_ids, check_targets
 from minitorch_accum.kernels.validation import describe, real_number
 
-#: the fused layer kernels, by the names every path gives them (fused.py's, the native module's)
-FUSED_KERNELS = ("cross_entropy_backward", "cross_entropy_forward", "embedding_backward", "gelu_backward",
-                 "gelu_forward", "layer_norm_backward", "layer_norm_forward")
+#: the fused layer kernels, by the names every path gives them (fused.py's, the native module's): the
+#: catalog's rows of the fused family, each of which has its body here
+FUSED_KERNELS: tuple[str, ...] = tuple(k.name for k in CATALOG if k.family == FUSED)
 
 __all__ = [
     "FUSED_KERNELS",
@@ -30,10 +29,11 @@ __all__ = [
     *FUSED_KERNELS,
 ]
 
-Array = np.ndarray
+# a host array, by the stub's name (these signatures are the stub's); the checks serve every path
+Array = arrays.HostArray
 
 
-def check_gelu(kernel: str, x: Any, grad: Any, out: Any) -> None:
+def check_gelu(kernel: str, x: arrays.Array, grad: arrays.Array, out: arrays.Array) -> None:
     """The checks of gelu_forward (grad None) and gelu_backward, for every path."""
     roles = [("x", x, False)] + ([("grad", grad, False)] if kernel == "gelu_backward" else []) + [("out", out, True)]
     args = FusedArgs(kernel, roles, floats=[r for r, _, _ in roles])
@@ -56,7 +56,8 @@ def gelu_backward(x: Array, grad: Array, out: Array, tanh: bool) -> None:
     out[...] = d.astype(x.dtype)
 
 
-def check_layer_norm_forward(x: Any, weight: Any, bias: Any, out: Any, mean: Any, rstd: Any) -> None:
+def check_layer_norm_forward(x: arrays.Array, weight: arrays.Array, bias: arrays.Array, out: arrays.Array,
+                             mean: arrays.Array, rstd: arrays.Array) -> None:
     """The checks of layer_norm_forward, for every path."""
     args = FusedArgs("layer_norm_forward", [("x", x, False), ("weight", weight, False), ("bias", bias, False),
                                             ("out", out, True), ("mean", mean, True), ("rstd", rstd, True)],
@@ -88,8 +89,9 @@ def layer_norm_forward(x: Array, weight: Array | None, bias: Array | None, eps: 
         out[...] = ((centered * rstd[:, None]) * w + b).astype(x.dtype)
 
 
-def check_layer_norm_backward(x: Any, weight: Any, mean: Any, rstd: Any, grad: Any, grad_x: Any,
-                              grad_weight: Any, grad_bias: Any) -> None:
+def check_layer_norm_backward(x: arrays.Array, weight: arrays.Array, mean: arrays.Array, rstd: arrays.Array,
+                              grad: arrays.Array, grad_x: arrays.Array, grad_weight: arrays.Array,
+                              grad_bias: arrays.Array) -> None:
     """The checks of layer_norm_backward, for every path."""
     args = FusedArgs("layer_norm_backward",
                      [("x", x, False), ("weight", weight, False), ("mean", mean, False), ("rstd", rstd, False),
@@ -124,7 +126,8 @@ def layer_norm_backward(x: Array, weight: Array | None, mean: Array, rstd: Array
             grad_bias[...] = fused_math.column_sums(g).astype(x.dtype)
 
 
-def check_cross_entropy(kernel: str, logits: Any, targets: Any, ignore_index: int, roles: list) -> None:
+def check_cross_entropy(kernel: str, logits: arrays.Array, targets: arrays.Array, ignore_index: int,
+                        roles: list[tuple[str, arrays.Array, bool]]) -> None:
     """The checks of cross_entropy_forward and _backward (``roles``: their arrays past the targets)."""
     args = FusedArgs(kernel, [("logits", logits, False), ("targets", targets, False), *roles],
                      floats=["logits", *(r for r, _, _ in roles if r in ("losses", "grad", "out"))],
@@ -174,7 +177,7 @@ def cross_entropy_backward(logits: Array, targets: Array, ignore_index: int, lse
         out[...] = np.where(target, d - w, d).astype(logits.dtype)
 
 
-def check_embedding(ids: Any, grad: Any, out: Any) -> None:
+def check_embedding(ids: arrays.Array, grad: arrays.Array, out: arrays.Array) -> None:
     """The checks of embedding_backward, for every path."""
     args = FusedArgs("embedding_backward", [("ids", ids, False), ("grad", grad, False), ("out", out, True)],
                      floats=["grad", "out"], int64=["ids"])

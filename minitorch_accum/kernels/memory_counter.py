@@ -22,7 +22,7 @@ def available() -> bool:
     return native_available() and hasattr(native(), "memory_probe_open")
 
 
-def counting_handler(numpy_handler: Any) -> Any:
+def counting_handler(numpy_handler: object) -> object:
     """The counting data-memory handler as a ``mem_handler`` capsule, forwarding every call to
     ``numpy_handler`` (the capsule of NumPy's default handler)."""
     return native().memory_counting_handler(numpy_handler)

@@ -11,18 +11,16 @@ differs, the only kernels where it may.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from minitorch_accum.kernels import l2_scaling
+from minitorch_accum.kernels.arrays import Array
+from minitorch_accum.kernels.catalog import kernel_info
 from minitorch_accum.kernels.dispatch import call_device, host_module
 from minitorch_accum.kernels.launch.plan import plan_l2_norm
 from minitorch_accum.kernels.launch.runners import Runner, runner_for
 from minitorch_accum.kernels.validation import check_norm
 
 __all__ = ["l2_norm", "multi_l2_norm"]
-
-Array = Any
-
 
 def _device_sums(runner: Runner, tensors: Sequence[Array], scale: float) -> tuple[float, float]:
     """(sum of (scale * x)^2, max |scale * x|) over every element, reduced on the device."""
@@ -34,10 +32,11 @@ def _device_sums(runner: Runner, tensors: Sequence[Array], scale: float) -> tupl
     return total, largest
 
 
-def _norm(kernel: str, tensors: Any, listed: bool) -> float:
+def _norm(kernel: str, tensors: Array | Sequence[Array]) -> float:
+    listed = kernel_info(kernel).listed
     device = call_device(kernel, ("tensor",) if listed else ("x",), (tensors,), listed=listed)
     if device == "host" and (module := host_module()) is not None:
-        return getattr(module, kernel)(tensors)
+        return float(getattr(module, kernel)(tensors))
     xs = check_norm(kernel, tensors, listed=listed)
     runner = runner_for(device)
     return l2_scaling.norm_from_sums(lambda scale: _device_sums(runner, xs, scale))
@@ -45,9 +44,9 @@ def _norm(kernel: str, tensors: Any, listed: bool) -> float:
 
 def l2_norm(x: Array) -> float:
     """Euclidean norm of all elements of x (float32, float16, bfloat16 or float64), as a float (4 B/elem fp32)."""
-    return _norm("l2_norm", x, False)
+    return _norm("l2_norm", x)
 
 
 def multi_l2_norm(tensors: Sequence[Array]) -> float:
     """Global Euclidean norm of all elements of a list of arrays, as a float (4 B/elem fp32)."""
-    return _norm("multi_l2_norm", tensors, True)
+    return _norm("multi_l2_norm", tensors)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any
 
 from minitorch_accum.kernels.validation import finite_number, real_number
 
@@ -78,7 +77,7 @@ def sgd_scalars(
     )
 
 
-def _beta(kernel: str, name: str, value: Any) -> float:
+def _beta(kernel: str, name: str, value: object) -> float:
     beta = real_number(kernel, name, value)
     # beta1 = 1 would divide by 1 - beta1^step = 0; PyTorch refuses both ends too
     if not 0.0 <= beta < 1.0:
@@ -86,7 +85,7 @@ def _beta(kernel: str, name: str, value: Any) -> float:
     return beta
 
 
-def _step(kernel: str, step: Any) -> int:
+def _step(kernel: str, step: object) -> int:
     if isinstance(step, bool) or not isinstance(step, numbers.Integral):
         raise TypeError(f"{kernel}: step must be an integer (the step count, from 1), got {step!r}")
     if step < 1:

@@ -10,8 +10,9 @@ path) in optimizer_scalars.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from minitorch_accum.kernels.arrays import Array
+from minitorch_accum.kernels.catalog import kernel_info
 from minitorch_accum.kernels.dispatch import call_device, host_module
 from minitorch_accum.kernels.launch.plan import plan_adam, plan_multi_adam, plan_multi_sgd, plan_sgd
 from minitorch_accum.kernels.launch.runners import runner_for
@@ -20,12 +21,11 @@ from minitorch_accum.kernels.validation import ADAM_ARRAYS, SGD_ARRAYS, check_st
 
 __all__ = ["adamw_step", "multi_adamw_step", "multi_sgd_momentum_step", "sgd_momentum_step"]
 
-Array = Any
-
-
-def _step(kernel: str, names: Sequence[str], values: tuple[Any, ...], h: SgdScalars | AdamScalars) -> None:
+def _step(
+    kernel: str, names: Sequence[str], values: tuple[Array | Sequence[Array] | None, ...], h: SgdScalars | AdamScalars
+) -> None:
     """One step call: ``values`` are one array per role, or lists of them for a multi_* kernel."""
-    listed = kernel.startswith("multi_")
+    listed = kernel_info(kernel).listed
     momentum = h.momentum if isinstance(h, SgdScalars) else None
     # SGD's buffers may be None (no momentum); whether they must be there is checked below
     device = call_device(kernel, names, values, listed=listed, optional=names[2:] if momentum is not None else ())
@@ -34,12 +34,18 @@ def _step(kernel: str, names: Sequence[str], values: tuple[Any, ...], h: SgdScal
         return
     items = check_step(kernel, names, values, listed=listed, momentum=momentum)
     runner = runner_for(device)
-    if listed:
-        plan = plan_multi_sgd if isinstance(h, SgdScalars) else plan_multi_adam
-        runner.run(plan(items, h, runner.address_of))  # type: ignore[arg-type]
+    if isinstance(h, SgdScalars):
+        if listed:
+            launches = plan_multi_sgd(items, h, runner.address_of)
+        else:
+            param, grad, buf = items[0]
+            launches = plan_sgd(param, grad, buf, h, runner.sm_count)
+    elif listed:
+        launches = plan_multi_adam(items, h, runner.address_of)
     else:
-        plan = plan_sgd if isinstance(h, SgdScalars) else plan_adam
-        runner.run(plan(*items[0], h, runner.sm_count))  # type: ignore[operator]
+        param, grad, exp_avg, exp_avg_sq = items[0]
+        launches = plan_adam(param, grad, exp_avg, exp_avg_sq, h, runner.sm_count)
+    runner.run(launches)
 
 
 def sgd_momentum_step(

@@ -1,33 +1,30 @@
 """Pure NumPy reference of every kernel: the oracle the other paths must match.
 
-Each function has the signature of its twin in the native module
-(minitorch_accum._native): the optimizer steps take the scalars object of
-``optimizer_scalars`` rather than keyword arguments, so one host branch of the
-public face calls either module. Each makes the same argument checks, with the
-same messages (``validation``). The arithmetic is written in the order of
-csrc/accum_math.cuh with scalars rounded once to the accumulator dtype, so the
-native, emulated and CUDA paths agree with it bit for bit; only the L2 norm,
-an fp64 sum here too but in another order, may differ from them by rounding.
-The fused layer kernels' references live in ``fused_reference`` and are re-exported here.
+Every kernel of the catalog has its reference here, under its name and with its signature in
+the native module (minitorch_accum._native), so one host branch of the public face calls
+either module: the optimizer steps take the scalars object of ``optimizer_scalars`` rather
+than keyword arguments. The references are built at import from the catalog's rows: a row's
+family gives the math (``_FAMILIES``: one function per family, over the arguments its
+signature binds), its name the argument checks and their messages (``validation``). The fused
+layer kernels' references are their own bodies, in ``fused_reference``.
+
+The arithmetic is written in the order of csrc/accum_math.cuh with scalars rounded once to the
+accumulator dtype, so the native, emulated and CUDA paths agree with it bit for bit; only the
+L2 norm, an fp64 sum here too but in another order, may differ from them by rounding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import ast
+import inspect
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from minitorch_accum.kernels import l2_scaling, modes
-from minitorch_accum.kernels.fused_reference import (
-    cross_entropy_backward,
-    cross_entropy_forward,
-    embedding_backward,
-    gelu_backward,
-    gelu_forward,
-    layer_norm_backward,
-    layer_norm_forward,
-)
+from minitorch_accum.kernels import fused_reference, l2_scaling, modes
+from minitorch_accum.kernels.arrays import HostArray
+from minitorch_accum.kernels.catalog import ACCUMULATE, ADAM, CATALOG, FUSED, KERNELS, L2_NORM, SGD, KernelInfo
 from minitorch_accum.kernels.optimizer_scalars import AdamScalars, SgdScalars
 from minitorch_accum.kernels.validation import (
     ADAM_ARRAYS,
@@ -38,33 +35,9 @@ from minitorch_accum.kernels.validation import (
     real_number,
 )
 
-__all__ = [
-    "adamw_step",
-    "add_scale",
-    "add_scale_compensated",
-    "cast_add_scale",
-    "copy_scale",
-    "copy_scale_compensated",
-    "cross_entropy_backward",
-    "cross_entropy_forward",
-    "embedding_backward",
-    "gelu_backward",
-    "gelu_forward",
-    "l2_norm",
-    "layer_norm_backward",
-    "layer_norm_forward",
-    "multi_adamw_step",
-    "multi_add_scale",
-    "multi_add_scale_compensated",
-    "multi_cast_add_scale",
-    "multi_copy_scale",
-    "multi_copy_scale_compensated",
-    "multi_l2_norm",
-    "multi_sgd_momentum_step",
-    "sgd_momentum_step",
-]
+__all__ = ["REFERENCE", *KERNELS]  # each kernel is set at the end, from the table
 
-Array = np.ndarray
+Array = HostArray
 
 
 def _accumulate(mode: int, acc: Array, comp: Array | None, g: Array, scale: float, flag: Array | None) -> None:
@@ -95,71 +68,6 @@ def _accumulate(mode: int, acc: Array, comp: Array | None, g: Array, scale: floa
             comp.reshape(-1)[...] = 0
 
 
-def _run(
-    kernel: str, mode: int, accs: Any, comps: Any, gs: Any, scale: Any, flag: Any, listed: bool, cast_only: bool = False
-) -> None:
-    scale = real_number(kernel, "scale", scale)
-    items = check_accumulate(
-        kernel, accs, comps, gs, flag, listed=listed, compensated=modes.is_compensated(mode), cast_only=cast_only
-    )
-    for acc, comp, g in items:
-        _accumulate(mode, acc, comp, g, scale, flag)
-
-
-def add_scale(acc: Array, g: Array, scale: float, flag: Array | None = None) -> None:
-    """acc += s * g, s = scale rounded to acc's dtype."""
-    _run("add_scale", modes.ADD, acc, None, g, scale, flag, False)
-
-
-def copy_scale(acc: Array, g: Array, scale: float, flag: Array | None = None) -> None:
-    """acc = s * g."""
-    _run("copy_scale", modes.COPY, acc, None, g, scale, flag, False)
-
-
-def cast_add_scale(acc: Array, g: Array, scale: float, flag: Array | None = None) -> None:
-    """acc(f32) += s * float(g) for f16/bf16 g."""
-    _run("cast_add_scale", modes.ADD, acc, None, g, scale, flag, False, cast_only=True)
-
-
-def add_scale_compensated(acc: Array, comp: Array, g: Array, scale: float, flag: Array | None = None) -> None:
-    """Neumaier summation of s * g into (acc, comp)."""
-    _run("add_scale_compensated", modes.ADD_COMPENSATED, acc, comp, g, scale, flag, False)
-
-
-def copy_scale_compensated(acc: Array, comp: Array, g: Array, scale: float, flag: Array | None = None) -> None:
-    """acc = s * g, comp = 0."""
-    _run("copy_scale_compensated", modes.COPY_COMPENSATED, acc, comp, g, scale, flag, False)
-
-
-def multi_add_scale(accs: Sequence[Array], gs: Sequence[Array], scale: float, flag: Array | None = None) -> None:
-    """add_scale over lists."""
-    _run("multi_add_scale", modes.ADD, accs, None, gs, scale, flag, True)
-
-
-def multi_copy_scale(accs: Sequence[Array], gs: Sequence[Array], scale: float, flag: Array | None = None) -> None:
-    """copy_scale over lists."""
-    _run("multi_copy_scale", modes.COPY, accs, None, gs, scale, flag, True)
-
-
-def multi_cast_add_scale(accs: Sequence[Array], gs: Sequence[Array], scale: float, flag: Array | None = None) -> None:
-    """cast_add_scale over lists."""
-    _run("multi_cast_add_scale", modes.ADD, accs, None, gs, scale, flag, True, cast_only=True)
-
-
-def multi_add_scale_compensated(
-    accs: Sequence[Array], comps: Sequence[Array], gs: Sequence[Array], scale: float, flag: Array | None = None
-) -> None:
-    """add_scale_compensated over lists."""
-    _run("multi_add_scale_compensated", modes.ADD_COMPENSATED, accs, comps, gs, scale, flag, True)
-
-
-def multi_copy_scale_compensated(
-    accs: Sequence[Array], comps: Sequence[Array], gs: Sequence[Array], scale: float, flag: Array | None = None
-) -> None:
-    """copy_scale_compensated over lists."""
-    _run("multi_copy_scale_compensated", modes.COPY_COMPENSATED, accs, comps, gs, scale, flag, True)
-
-
 def _sums(xs: Sequence[Array], scale: float) -> tuple[float, float]:
     """(sum of (scale * x)^2, max |scale * x|) over every element, in fp64."""
     total, largest = 0.0, 0.0
@@ -170,18 +78,6 @@ def _sums(xs: Sequence[Array], scale: float) -> tuple[float, float]:
             if v.size:
                 largest = max(largest, float(np.max(np.abs(v))))
     return total, largest
-
-
-def l2_norm(x: Array) -> float:
-    """Euclidean norm of all elements, summed in float64 (scaled when fp64 squares would overflow)."""
-    xs = check_norm("l2_norm", x, listed=False)
-    return l2_scaling.norm_from_sums(lambda scale: _sums(xs, scale))
-
-
-def multi_l2_norm(tensors: Sequence[Array]) -> float:
-    """Global Euclidean norm of all elements of a list of arrays, summed in float64."""
-    xs = check_norm("multi_l2_norm", tensors, listed=True)
-    return l2_scaling.norm_from_sums(lambda scale: _sums(xs, scale))
 
 
 def _sgd(param: Array, grad: Array, buf: Array | None, h: SgdScalars) -> None:
@@ -214,37 +110,96 @@ def _adam(param: Array, grad: Array, exp_avg: Array, exp_avg_sq: Array, h: AdamS
         p[...] = q - t(h.step_size) * (m / denom)
 
 
-def sgd_momentum_step(param: Array, grad: Array, momentum_buf: Array | None, scalars: SgdScalars) -> None:
-    """One SGD(-momentum) step in place, PyTorch semantics (see accum_math.cuh)."""
-    for p, g, b in check_step(
-        "sgd_momentum_step", SGD_ARRAYS, (param, grad, momentum_buf), listed=False, momentum=scalars.momentum
-    ):
+
+
+# ------------------------------------------------- one function per family
+
+
+def _run_accumulate(info: KernelInfo, *args: Any) -> None:
+    """acc (+)= s * g by the row's mode over (acc[, comp], g, scale, flag), one array or lists."""
+    mode = info.mode
+    assert mode is not None, info.name  # every accumulate row has one
+    compensated = modes.is_compensated(mode)
+    if compensated:
+        accs, comps, gs, scale, flag = args
+    else:
+        (accs, gs, scale, flag), comps = args, None
+    scale = real_number(info.name, "scale", scale)
+    items = check_accumulate(
+        info.name, accs, comps, gs, flag, listed=info.listed, compensated=compensated, cast_only=info.cast_only
+    )
+    for acc, comp, g in items:
+        _accumulate(mode, acc, comp, g, scale, flag)
+
+
+def _run_l2_norm(info: KernelInfo, tensors: Array | Sequence[Array]) -> float:
+    """The Euclidean norm of every element, summed in float64 (scaled when fp64 squares would overflow)."""
+    xs = check_norm(info.name, tensors, listed=info.listed)
+    return l2_scaling.norm_from_sums(lambda scale: _sums(xs, scale))
+
+
+def _run_sgd(info: KernelInfo, *args: Any) -> None:
+    """One SGD(-momentum) step in place over (param, grad, momentum_buf), PyTorch semantics."""
+    *values, scalars = args
+    for p, g, b in check_step(info.name, SGD_ARRAYS, values, listed=info.listed, momentum=scalars.momentum):
         _sgd(p, g, b, scalars)
 
 
-def multi_sgd_momentum_step(
-    params: Sequence[Array], grads: Sequence[Array], momentum_bufs: Sequence[Array] | None, scalars: SgdScalars
-) -> None:
-    """sgd_momentum_step over lists."""
-    for p, g, b in check_step(
-        "multi_sgd_momentum_step", SGD_ARRAYS, (params, grads, momentum_bufs), listed=True, momentum=scalars.momentum
-    ):
-        _sgd(p, g, b, scalars)
-
-
-def adamw_step(param: Array, grad: Array, exp_avg: Array, exp_avg_sq: Array, scalars: AdamScalars) -> None:
-    """One AdamW (decoupled) or Adam-L2 step in place (see accum_math.cuh for the formula)."""
-    for p, g, m, v in check_step("adamw_step", ADAM_ARRAYS, (param, grad, exp_avg, exp_avg_sq), listed=False):
+def _run_adam(info: KernelInfo, *args: Any) -> None:
+    """One AdamW (decoupled) or Adam-L2 step in place over (param, grad, exp_avg, exp_avg_sq)."""
+    *values, scalars = args
+    for p, g, m, v in check_step(info.name, ADAM_ARRAYS, values, listed=info.listed):
         _adam(p, g, m, v, scalars)
 
 
-def multi_adamw_step(
-    params: Sequence[Array],
-    grads: Sequence[Array],
-    exp_avgs: Sequence[Array],
-    exp_avg_sqs: Sequence[Array],
-    scalars: AdamScalars,
-) -> None:
-    """adamw_step over lists."""
-    for p, g, m, v in check_step("multi_adamw_step", ADAM_ARRAYS, (params, grads, exp_avgs, exp_avg_sqs), listed=True):
-        _adam(p, g, m, v, scalars)
+_FAMILIES: dict[str, Callable[..., Any]] = {
+    ACCUMULATE: _run_accumulate,
+    L2_NORM: _run_l2_norm,
+    SGD: _run_sgd,
+    ADAM: _run_adam,
+}
+
+
+def _signature(text: str) -> inspect.Signature:
+    """The inspect.Signature of a catalog row's signature text; annotations stay text."""
+    function = ast.parse(f"def f{text}: ...").body[0]
+    assert isinstance(function, ast.FunctionDef)
+    arguments = function.args.args
+    defaults = [inspect.Parameter.empty] * (len(arguments) - len(function.args.defaults)) + [
+        ast.literal_eval(d) for d in function.args.defaults
+    ]
+    parameters = [
+        inspect.Parameter(
+            a.arg,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=default,
+            annotation=ast.unparse(a.annotation) if a.annotation else inspect.Parameter.empty,
+        )
+        for a, default in zip(arguments, defaults, strict=True)
+    ]
+    returns = ast.unparse(function.returns) if function.returns else inspect.Signature.empty
+    return inspect.Signature(parameters, return_annotation=returns)
+
+
+def _reference(info: KernelInfo) -> Callable[..., Any]:
+    """The reference of one row: its family's function, called with the arguments its signature binds."""
+    if info.family == FUSED:
+        function: Callable[..., Any] = getattr(fused_reference, info.name)
+        return function
+    run = _FAMILIES[info.family]
+    signature = _signature(info.signature)
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return run(info, *bound.args)
+
+    kernel.__name__ = kernel.__qualname__ = info.name
+    kernel.__doc__ = f"{info.computes}: the NumPy reference of {info.name}."
+    kernel.__signature__ = signature  # type: ignore[attr-defined]
+    return kernel
+
+
+#: each kernel's reference, by name, in the catalog's order
+REFERENCE: dict[str, Callable[..., Any]] = {info.name: _reference(info) for info in CATALOG}
+globals().update(REFERENCE)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
+from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.dtypes import (
     ACCUMULATE_KINDS,
     LOW_PRECISION,
@@ -48,12 +48,12 @@ SGD_ARRAYS = ("param", "grad", "momentum_buf")
 ADAM_ARRAYS = ("param", "grad", "exp_avg", "exp_avg_sq")
 
 
-def describe(role: str, a: Any) -> str:
+def describe(role: str, a: Array) -> str:
     """'acc (shape (3, 4), float32)'"""
     return f"{role} (shape {tuple(a.shape)}, {a.dtype})"
 
 
-def real_number(kernel: str, name: str, value: Any) -> float:
+def real_number(kernel: str, name: str, value: object) -> float:
     """``value`` as a float; TypeError naming the kernel and the argument for None, a string, an array..."""
     if type(value) is float:
         return value
@@ -62,7 +62,7 @@ def real_number(kernel: str, name: str, value: Any) -> float:
     raise TypeError(f"{kernel}: {name} must be a real number, got {type(value).__qualname__}")
 
 
-def finite_number(kernel: str, name: str, value: Any) -> float:
+def finite_number(kernel: str, name: str, value: object) -> float:
     """``real_number`` that is finite: ValueError naming the kernel and the argument for NaN or an
     infinity (an optimizer step would write NaN into every parameter)."""
     number = real_number(kernel, name, value)
@@ -79,7 +79,7 @@ def roles(names: Sequence[str], index: int | None) -> list[str]:
     return [f"{name}s[{index}]" for name in names]
 
 
-def _address(a: Any) -> int:
+def _address(a: Array) -> int:
     if isinstance(a, np.ndarray):
         return int(a.__array_interface__["data"][0])
     return int(a.data.ptr)  # CuPy: a device address (all arrays of a call are on one device)
@@ -90,9 +90,9 @@ class CallArrays:
 
     def __init__(self, kernel: str) -> None:
         self.kernel = kernel
-        self.entries: list[tuple[str, Any, bool]] = []
+        self.entries: list[tuple[str, Array, bool]] = []
 
-    def add(self, role: str, a: Any, written: bool) -> None:
+    def add(self, role: str, a: Array, written: bool) -> None:
         """TypeError unless ``a`` is a NumPy or CuPy array in native byte order."""
         if a is None or not hasattr(a, "dtype") or not hasattr(a, "flags"):
             raise TypeError(f"{self.kernel}: {role} must be a NumPy or CuPy array, got {type(a).__qualname__}")
@@ -138,33 +138,37 @@ class CallArrays:
                 farthest = span
 
 
-def _contiguous(kernel: str, role: str, a: Any, written: bool) -> None:
+def _contiguous(kernel: str, role: str, a: Array, written: bool) -> None:
     if not a.flags.c_contiguous:
         raise ValueError(f"{kernel}: {describe(role, a)} must be C-contiguous")
     if written and not getattr(a.flags, "writeable", True):
         raise ValueError(f"{kernel}: {describe(role, a)} is read-only")
 
 
-def _same_size(kernel: str, a_role: str, a: Any, b_role: str, b: Any) -> None:
+def _same_size(kernel: str, a_role: str, a: Array, b_role: str, b: Array) -> None:
     if a.size != b.size:
         raise ValueError(
             f"{kernel}: {describe(a_role, a)} and {describe(b_role, b)} must have the same number of elements"
         )
 
 
-def check_lengths(kernel: str, named: Sequence[tuple[str, Any]]) -> None:
-    """TypeError unless each named value is a list or tuple; ValueError unless all have the first one's length."""
+def check_lengths(kernel: str, named: Sequence[tuple[str, object]]) -> list[Sequence[Array]]:
+    """The named values, each a list or tuple (TypeError otherwise) of the first one's length (ValueError
+    otherwise)."""
+    lists: list[Sequence[Array]] = []
     for role, items in named:
         if not isinstance(items, (list, tuple)):
             raise TypeError(f"{kernel}: {role} must be a list or tuple of arrays, got {type(items).__qualname__}")
-    lengths = [len(items) for _, items in named]
+        lists.append(items)
+    lengths = [len(items) for items in lists]
     if len(set(lengths)) > 1:
         roles_text = ", ".join(role for role, _ in named[:-1]) + f" and {named[-1][0]}"
         counts = ", ".join(str(n) for n in lengths[:-1]) + f" and {lengths[-1]}"
         raise ValueError(f"{kernel}: {roles_text} must have the same length, got {counts}")
+    return lists
 
 
-def _check_flag(arrays: CallArrays, flag: Any) -> None:
+def _check_flag(arrays: CallArrays, flag: Array | None) -> None:
     if flag is None:
         return
     arrays.add("flag", flag, True)
@@ -176,8 +180,9 @@ def _check_flag(arrays: CallArrays, flag: Any) -> None:
 
 
 def _items(
-    kernel: str, names: Sequence[str], values: Sequence[Any], listed: bool, optional: bool = False
-) -> list[tuple[Any, ...]]:
+    kernel: str, names: Sequence[str], values: Sequence[Array | Sequence[Array] | None], listed: bool,
+    optional: bool = False,
+) -> list[tuple[Array, ...]]:
     """The call's items: one tuple of arrays, or (listed) one per index of the lists, whose types
     and lengths are checked here. With ``optional``, a state list (past param and grad) that is
     None is left out of the checks and stays None in each item (SGD without momentum)."""
@@ -188,22 +193,21 @@ def _items(
         for k, (name, value) in enumerate(zip(names, values, strict=True))
         if not (optional and k >= 2 and value is None)
     ]
-    check_lengths(kernel, named)
-    n = len(named[0][1])
+    n = len(check_lengths(kernel, named)[0])
     return list(zip(*(value if value is not None else [None] * n for value in values), strict=True))
 
 
 def check_accumulate(
     kernel: str,
-    accs: Any,
-    comps: Any,
-    gs: Any,
-    flag: Any,
+    accs: Array | Sequence[Array],
+    comps: Array | Sequence[Array] | None,
+    gs: Array | Sequence[Array],
+    flag: Array | None,
     *,
     listed: bool,
     compensated: bool,
     cast_only: bool,
-) -> list[tuple[Any, Any, Any]]:
+) -> list[tuple[Array, Array | None, Array]]:
     """Checks an accumulation's (acc, comp, g) items (comp None unless compensated), then the
     flag, then that nothing written overlaps; returns the items. ``listed``: accs, comps and gs
     are the lists of a multi_* call (comps None unless compensated), else single arrays."""
@@ -242,7 +246,7 @@ def check_accumulate(
     return items
 
 
-def check_norm(kernel: str, tensors: Any, *, listed: bool) -> list[Any]:
+def check_norm(kernel: str, tensors: Array | Sequence[Array], *, listed: bool) -> list[Array]:
     """Checks each array of an L2 norm (read only: no overlap rule); returns them as a list.
     ``listed``: tensors is the list of multi_l2_norm, else the one array of l2_norm."""
     arrays = CallArrays(kernel)
@@ -259,8 +263,13 @@ def check_norm(kernel: str, tensors: Any, *, listed: bool) -> list[Any]:
 
 
 def check_step(
-    kernel: str, names: Sequence[str], values: Sequence[Any], *, listed: bool, momentum: float | None = None
-) -> list[tuple[Any, ...]]:
+    kernel: str,
+    names: Sequence[str],
+    values: Sequence[Array | Sequence[Array] | None],
+    *,
+    listed: bool,
+    momentum: float | None = None,
+) -> list[tuple[Array, ...]]:
     """Checks an optimizer step's (param, grad, *states) items, then that nothing written
     overlaps; returns the items. ``names`` are the singular roles ("param", "grad", "exp_avg",
     ...), ``values`` one array (or, listed, one list) per name.

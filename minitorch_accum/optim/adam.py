@@ -7,7 +7,7 @@ from typing import Any
 from minitorch_accum import kernels
 from minitorch_accum.optim.fused_groups import group_for_fused_step
 from minitorch_accum.optim.hyperparameter_checks import check_positive, check_range, params_or_lr
-from minitorch_accum.optim.optimizer import Optimizer, UpdateEntry
+from minitorch_accum.optim.optimizer import Optimizer, Params, UpdateEntry
 
 __all__ = ["Adam", "AdamW"]
 
@@ -25,10 +25,11 @@ class Adam(Optimizer):
     hyperparameter_names = ("lr", "betas", "eps", "weight_decay")
     default_weight_decay = 0.0
 
-    def __init__(self, params: Any = None, lr: float | None = None, *, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float | None = None) -> None:
-        params, lr = params_or_lr(type(self).__name__, params, lr)
-        super().__init__(params, {"lr": 1e-3 if lr is None else lr, "betas": betas, "eps": eps,
+    def __init__(self, params: Params | float | None = None, lr: float | None = None, *,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float | None = None) -> None:
+        chosen, rate = params_or_lr(type(self).__name__, params, lr)
+        super().__init__(chosen, {"lr": 1e-3 if rate is None else rate, "betas": betas, "eps": eps,
                                   "weight_decay": self.default_weight_decay if weight_decay is None else weight_decay})
 
     def _validated(self, hyperparameters: dict[str, Any]) -> dict[str, Any]:
@@ -51,7 +52,7 @@ class Adam(Optimizer):
         return ("exp_avg", "exp_avg_sq")
 
     def _update(self, entries: list[UpdateEntry], settings: dict[str, Any], grad_scale: float) -> None:
-        def step_of(name: str, _: Any) -> int:
+        def step_of(name: str, _: object) -> int:
             return int(self.state.get(name, {}).get("step", 0))
 
         beta1, beta2 = settings["betas"]

@@ -11,10 +11,12 @@ state is float32 too.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.dtypes import OPTIMIZER_DTYPES
 from minitorch_accum.nn import Param
 
@@ -28,12 +30,12 @@ class FusedGroup:
     def __init__(self) -> None:
         self.names: list[str] = []
         self.members: list[Param] = []
-        self.params: list[Any] = []
-        self.grads: list[Any] = []
-        self._write_back: list[tuple[Param, Any]] = []
-        self.xp: Any = None
+        self.params: list[Array] = []
+        self.grads: list[Array] = []
+        self._write_back: list[tuple[Param, Array]] = []
+        self.xp: ModuleType = np  # the array module of the group's device, set by add()
 
-    def add(self, name: str, param: Param, grad: Any, state: dict[str, Any]) -> None:
+    def add(self, name: str, param: Param, grad: Array, state: dict[str, Any]) -> None:
         self.xp = param.backend.xp
         data = param.data
         if data.dtype not in OPTIMIZER_DTYPES:
@@ -56,7 +58,7 @@ class FusedGroup:
 
 
 def group_for_fused_step(
-    entries: Iterable[tuple[str, Param, Any]], key: Callable[[str, Param], Hashable],
+    entries: Iterable[tuple[str, Param, Array]], key: Callable[[str, Param], Hashable],
     state: dict[str, dict[str, Any]],
 ) -> list[FusedGroup]:
     """Split entries into groups by (device, compute dtype, ``key(name, param)``); ``state``

@@ -10,11 +10,12 @@ factor into its fused step, so normalization costs no pass over memory.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from minitorch_accum.autodiff import Gradients, Tensor
+from minitorch_accum.kernels.arrays import Array
 
-__all__ = ["GradientWindow", "gradient_window"]
+__all__ = ["GradientWindow", "WindowSource", "gradient_window"]
 
 
 @dataclass
@@ -24,15 +25,22 @@ class GradientWindow:
     ``skip`` is set when the window saw a non-finite gradient: the step must not run.
     """
 
-    arrays: dict[int, Any] = field(default_factory=dict)
+    arrays: dict[int, Array] = field(default_factory=dict)
     grad_scale: float = 1.0
     skip: bool = False
 
-    def get(self, param: Tensor) -> Any:
+    def get(self, param: Tensor) -> Array | None:
+        """The gradient array of ``param``, or None when the window has none."""
         return self.arrays.get(id(param))
 
 
-def gradient_window(grads: Any) -> GradientWindow:
+class WindowSource(Protocol):
+    """What an accumulator offers the optimizer in place of a Gradients container."""
+
+    def gradient_window(self) -> GradientWindow: ...
+
+
+def gradient_window(grads: Gradients | WindowSource) -> GradientWindow:
     """A GradientWindow for a Gradients container or any object offering ``gradient_window()``."""
     if isinstance(grads, Gradients):
         return GradientWindow({id(t): g for t, g in grads.items()})

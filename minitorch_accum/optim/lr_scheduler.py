@@ -122,7 +122,7 @@ class StepLR(LRScheduler):
         return self.lr * self.gamma ** (step // self.step_size)
 
 
-def _rate(scheduler: str, name: str, value: Any) -> float:
+def _rate(scheduler: str, name: str, value: object) -> float:
     """A base rate; an optimizer in its place (PyTorch's first argument) is refused, naming the fix."""
     if isinstance(value, Optimizer):
         raise TypeError(f"{scheduler}: takes the rate, not the optimizer: schedulers here hand their rate to "
@@ -131,7 +131,7 @@ def _rate(scheduler: str, name: str, value: Any) -> float:
     return check_positive(f"{scheduler}: {name}", value)
 
 
-def _steps(scheduler: str, name: str, value: Any) -> int:
+def _steps(scheduler: str, name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{scheduler}: {name} must be a positive int, got {value!r}")
     return value

@@ -31,15 +31,21 @@ from typing import Any
 
 import numpy as np
 
+from minitorch_accum.autodiff import Gradients
 from minitorch_accum.backend import backend_of_array
+from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.nn import Module, Param
-from minitorch_accum.optim.grad_source import GradientWindow, gradient_window
+from minitorch_accum.optim.grad_source import GradientWindow, WindowSource, gradient_window
 from minitorch_accum.optim.hyperparameter_checks import check_positive
 
-__all__ = ["Optimizer", "UpdateEntry"]
+__all__ = ["Optimizer", "ParamGroup", "Params", "UpdateEntry"]
 
 # (name, param, gradient array)
-UpdateEntry = tuple[str, Param, Any]
+UpdateEntry = tuple[str, Param, Array]
+#: a parameter group: "params", and hyperparameters of the optimizer, each of its own type
+ParamGroup = dict[str, Any]
+#: what a constructor takes as ``params``: the Params to update, or parameter groups
+Params = Iterable[Param] | Iterable[ParamGroup]
 
 
 class Optimizer(ABC):
@@ -49,9 +55,10 @@ class Optimizer(ABC):
     #: the hyperparameters of this optimizer, "lr" first; a group may set any of them
     hyperparameter_names: tuple[str, ...] = ("lr",)
 
-    def __init__(self, params: Any, defaults: dict[str, Any]) -> None:
+    def __init__(self, params: object, defaults: dict[str, Any]) -> None:
+        # params: Params, parameter groups or None, as the user gave them (anything else is refused here)
         object.__setattr__(self, "defaults", self._validated(defaults))
-        self.param_groups: list[dict[str, Any]] = []
+        self.param_groups: list[ParamGroup] = []
         self.state: dict[str, dict[str, Any]] = {}
         self.step_count = 0
         self.skipped_steps = 0
@@ -80,7 +87,7 @@ class Optimizer(ABC):
         """The hyperparameters checked (and normalized); subclasses check theirs."""
         return {"lr": check_positive("lr", hyperparameters["lr"])}
 
-    def add_param_group(self, group: dict[str, Any]) -> None:
+    def add_param_group(self, group: ParamGroup) -> None:
         """Add a group ``{"params": [...], <hyperparameter>: value, ...}``; what it does not set
         comes from the defaults. A Param may belong to one group only."""
         if "params" not in group:
@@ -136,7 +143,7 @@ class Optimizer(ABC):
         return {**{k: _plain(v) for k, v in self.defaults.items()}, "param_groups": groups}
 
     # ---------------------------------------------------------------- step
-    def step(self, model: Module, grads: Any, lr: float | None = None) -> Module:
+    def step(self, model: Module, grads: Gradients | WindowSource, lr: float | None = None) -> Module:
         """One update of the parameters of ``model`` that have a gradient in ``grads`` and
         belong to a group (all of them when the optimizer was made without params).
 

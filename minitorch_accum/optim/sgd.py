@@ -7,7 +7,7 @@ from typing import Any
 from minitorch_accum import kernels
 from minitorch_accum.optim.fused_groups import group_for_fused_step
 from minitorch_accum.optim.hyperparameter_checks import check_flag, check_positive, check_range, params_or_lr
-from minitorch_accum.optim.optimizer import Optimizer, UpdateEntry
+from minitorch_accum.optim.optimizer import Optimizer, Params, UpdateEntry
 
 __all__ = ["SGD"]
 
@@ -24,12 +24,12 @@ class SGD(Optimizer):
 
     hyperparameter_names = ("lr", "momentum", "weight_decay", "nesterov", "dampening")
 
-    def __init__(self, params: Any = None, lr: float | None = None, *, momentum: float = 0.0,
+    def __init__(self, params: Params | float | None = None, lr: float | None = None, *, momentum: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, dampening: float = 0.0) -> None:
-        params, lr = params_or_lr("SGD", params, lr)
-        if lr is None:
+        chosen, rate = params_or_lr("SGD", params, lr)
+        if rate is None:
             raise TypeError("SGD: lr is required, e.g. SGD(0.1) or SGD(model.parameters(), lr=0.1)")
-        super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay,
+        super().__init__(chosen, {"lr": rate, "momentum": momentum, "weight_decay": weight_decay,
                                   "nesterov": nesterov, "dampening": dampening})
 
     def _validated(self, hyperparameters: dict[str, Any]) -> dict[str, Any]:

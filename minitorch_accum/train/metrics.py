@@ -12,7 +12,7 @@ largest of its window's micro-batches: ``peak_array_bytes`` counts array buffers
 (the activation memory: saved activations and temporaries, from NumPy's allocator or
 CuPy's pool; null where arrays cannot be told apart), ``peak_activation_bytes`` everything
 the allocator counted (on the CPU: the same arrays plus Python objects such as the graph's
-nodes, a few tens of KiB per micro-batch whatever its size; ``accum/memory.py`` says how). The progress
+nodes, a few tens of KiB per micro-batch whatever its size; ``observe/memory.py`` says how). The progress
 lines show the first and the difference; ``maccum compare`` shows the same two figures.
 
 A line is appended with a single ``write`` to a file opened ``O_APPEND``, so a kill

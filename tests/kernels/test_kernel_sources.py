@@ -33,8 +33,10 @@ def compiled():
 
 
 def _planned_kernel_names() -> set[str]:
-    names = {launch_plan.accumulate_kernel_name(m, a, g) for m in modes.KERNEL_NAMES for a, g in ACCUMULATE_KINDS}
-    names |= {f"mta_multi_{stem}" for stem in modes.KERNEL_NAMES.values()}
+    accumulate_modes = {k.mode for k in catalog.CATALOG if k.mode is not None}
+    assert accumulate_modes == {modes.ADD, modes.COPY, modes.ADD_COMPENSATED, modes.COPY_COMPENSATED}
+    names = {launch_plan.accumulate_kernel_name(m, a, g) for m in accumulate_modes for a, g in ACCUMULATE_KINDS}
+    names |= {f"mta_{catalog.accumulate_kernel(m, listed=True).name}" for m in accumulate_modes}
     names |= {"mta_multi_l2_norm_partials", "mta_l2_norm_finalize"}
     for dtype in (FLOAT32, FLOAT64):
         s = SHORT_NAMES[dtype]

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.catalog import source_of
 from minitorch_accum.kernels.launch.plan import ByValue, Launch
 from minitorch_accum.kernels.sources import csrc_dir, source_text
@@ -57,11 +58,11 @@ def sm_count(device_id: int) -> int:
     return count
 
 
-def address_of(x: Any) -> int:
+def address_of(x: Array) -> int:
     return int(x.data.ptr)
 
 
-def empty_f64(n: int, device_id: int) -> Any:
+def empty_f64(n: int, device_id: int) -> Array:
     cupy = _cupy()
     with cupy.cuda.Device(device_id):
         return cupy.empty(n, dtype=np.float64)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from minitorch_accum.kernels.arrays import HostArray
 from minitorch_accum.kernels.dispatch import native
 from minitorch_accum.kernels.launch.plan import ByValue, Launch
 
@@ -25,12 +26,12 @@ __all__ = ["SM_COUNT", "address_of", "kernels", "launch", "run"]
 SM_COUNT = 4
 
 
-def address_of(x: np.ndarray) -> int:
+def address_of(x: HostArray) -> int:
     """The address of an array's first element."""
     return int(x.__array_interface__["data"][0])
 
 
-def _argument(x: Any) -> Any:
+def _argument(x: Any) -> Any:  # a C argument of a Launch, as the native module takes it
     if x is None:
         return None
     if isinstance(x, np.ndarray):

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.dtypes import SHORT_NAMES
 from minitorch_accum.kernels.launch.plan import Launch, forced_grid, grid_stride_shape
 
@@ -47,11 +48,11 @@ def _elementwise(name: str, n: int, args: tuple[Any, ...], sm_count: int) -> lis
     return [Launch(name, (grid, 1, 1), (block, 1, 1), args)]
 
 
-def _suffix(x: Any) -> str:
+def _suffix(x: Array) -> str:
     return SHORT_NAMES[np.dtype(x.dtype)]
 
 
-def plan_gelu(x: Any, grad: Any, out: Any, tanh: bool, sm_count: int) -> list[Launch]:
+def plan_gelu(x: Array, grad: Array, out: Array, tanh: bool, sm_count: int) -> list[Launch]:
     """gelu_forward (grad None) or gelu_backward over x.size elements."""
     n = np.uint64(x.size)
     flag = np.int32(1 if tanh else 0)
@@ -60,7 +61,7 @@ def plan_gelu(x: Any, grad: Any, out: Any, tanh: bool, sm_count: int) -> list[La
     return _elementwise(f"mta_gelu_backward_{_suffix(x)}", x.size, (x, grad, out, n, flag), sm_count)
 
 
-def plan_layer_norm_forward(x: Any, weight: Any, bias: Any, eps: float, out: Any, mean: Any, rstd: Any,
+def plan_layer_norm_forward(x: Array, weight: Array, bias: Array, eps: float, out: Array, mean: Array, rstd: Array,
                             sm_count: int) -> list[Launch]:
     rows, cols = x.shape
     if rows == 0:
@@ -69,8 +70,9 @@ def plan_layer_norm_forward(x: Any, weight: Any, bias: Any, eps: float, out: Any
     return [Launch(f"mta_layer_norm_forward_{_suffix(x)}", _row_grid(rows, sm_count), ROW_BLOCK, args)]
 
 
-def plan_layer_norm_backward(x: Any, weight: Any, mean: Any, rstd: Any, grad: Any, grad_x: Any, grad_weight: Any,
-                             grad_bias: Any, sm_count: int, empty_f64: Callable[[int], Any]) -> list[Launch]:
+def plan_layer_norm_backward(x: Array, weight: Array, mean: Array, rstd: Array, grad: Array, grad_x: Array,
+                             grad_weight: Array, grad_bias: Array, sm_count: int,
+                             empty_f64: Callable[[int], Array]) -> list[Launch]:
     """The input gradient (a row kernel), then the chunks' partial column sums and their
     totals for the weight and bias gradients that are wanted."""
     rows, cols = x.shape
@@ -94,7 +96,7 @@ def plan_layer_norm_backward(x: Any, weight: Any, mean: Any, rstd: Any, grad: An
     return launches
 
 
-def plan_cross_entropy_forward(logits: Any, targets: Any, ignore_index: int, losses: Any, lse: Any,
+def plan_cross_entropy_forward(logits: Array, targets: Array, ignore_index: int, losses: Array, lse: Array,
                                sm_count: int) -> list[Launch]:
     rows, classes = logits.shape
     if rows == 0:
@@ -103,14 +105,14 @@ def plan_cross_entropy_forward(logits: Any, targets: Any, ignore_index: int, los
     return [Launch(f"mta_cross_entropy_forward_{_suffix(logits)}", _row_grid(rows, sm_count), ROW_BLOCK, args)]
 
 
-def plan_cross_entropy_backward(logits: Any, targets: Any, ignore_index: int, lse: Any, grad: Any, out: Any,
+def plan_cross_entropy_backward(logits: Array, targets: Array, ignore_index: int, lse: Array, grad: Array, out: Array,
                                 sm_count: int) -> list[Launch]:
     rows, classes = logits.shape
     args = (logits, targets, np.int64(ignore_index), lse, grad, out, np.uint64(rows), np.uint64(classes))
     return _elementwise(f"mta_cross_entropy_backward_{_suffix(logits)}", rows * classes, args, sm_count)
 
 
-def plan_embedding_backward(order: Any, offsets: Any, grad: Any, out: Any, sm_count: int) -> list[Launch]:
+def plan_embedding_backward(order: Array, offsets: Array, grad: Array, out: Array, sm_count: int) -> list[Launch]:
     """``order``: the ids' positions sorted stably by id; ``offsets``: row v's ids are
     order[offsets[v]:offsets[v + 1]] (both int64)."""
     rows, dim = out.shape

@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 
 from minitorch_accum.kernels import modes
+from minitorch_accum.kernels.arrays import Array
+from minitorch_accum.kernels.catalog import accumulate_kernel
 from minitorch_accum.kernels.dtypes import (
     ACCUMULATE_KINDS,
     FLOAT32,
@@ -78,7 +80,7 @@ GRID_STRIDE_BLOCK = 256
 _BLOCKS_PER_SM = 8
 _ELEMENTS_PER_THREAD = 4
 
-AddressOf = Callable[[Any], int]
+AddressOf = Callable[[Array], int]
 
 
 @dataclass(frozen=True)
@@ -105,8 +107,8 @@ class Launch:
     kernel: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
-    args: tuple[Any, ...]
-    holds: tuple[Any, ...] = ()
+    args: tuple[Any, ...]  # arrays (or None), NumPy scalars, ByValue: any C argument
+    holds: tuple[Array, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,7 @@ def adam_dtype(dtype: np.dtype) -> np.dtype:
     return _scalar_struct_dtype(AdamScalars, np.dtype(dtype))
 
 
-def _struct(dtype: np.dtype, values: Any) -> ByValue:
+def _struct(dtype: np.dtype, values: SgdScalars | AdamScalars) -> ByValue:
     # assigning a Python float to a float32 field rounds it once, as the
     # native module's static_cast<float>(double) and the reference's np.float32 do
     arr = np.zeros(1, dtype)
@@ -272,7 +274,7 @@ def _build_tables(
 
 
 def _table_launches(
-    kernel: str, depth: int, entries: Sequence[TableEntry], tail: tuple[Any, ...], holds: tuple[Any, ...]
+    kernel: str, depth: int, entries: Sequence[TableEntry], tail: tuple[Any, ...], holds: tuple[Array, ...]
 ) -> list[Launch]:
     block = _multi_tensor_block()
     return [
@@ -281,7 +283,7 @@ def _table_launches(
     ]
 
 
-def _address(address_of: AddressOf, x: Any) -> int:
+def _address(address_of: AddressOf, x: Array | None) -> int:
     return 0 if x is None else address_of(x)
 
 
@@ -290,11 +292,13 @@ def _address(address_of: AddressOf, x: Any) -> int:
 
 def accumulate_kernel_name(mode: int, acc_dtype: np.dtype, g_dtype: np.dtype) -> str:
     """mta_add_scale_f32_f32, mta_cast_add_scale_f32_bf16, mta_copy_scale_f64_f32, ..."""
-    stem = "cast_add_scale" if mode == modes.ADD and g_dtype in LOW_PRECISION else modes.KERNEL_NAMES[mode]
+    stem = accumulate_kernel(mode, listed=False, cast=g_dtype in LOW_PRECISION).name
     return f"mta_{stem}_{SHORT_NAMES[acc_dtype]}_{SHORT_NAMES[g_dtype]}"
 
 
-def _grid_stride_launch(name: str, arrays: tuple[Any, ...], tail: tuple[Any, ...], sm_count: int) -> list[Launch]:
+def _grid_stride_launch(
+    name: str, arrays: tuple[Array, ...], tail: tuple[Any, ...], sm_count: int
+) -> list[Launch]:
     """One grid-stride launch over arrays[0].size elements: (*arrays, n, *tail); none when empty."""
     n = int(arrays[0].size)
     if n == 0:
@@ -303,14 +307,17 @@ def _grid_stride_launch(name: str, arrays: tuple[Any, ...], tail: tuple[Any, ...
     return [Launch(name, (grid, 1, 1), (block, 1, 1), (*arrays, np.uint64(n), *tail))]
 
 
-def plan_accumulate(mode: int, acc: Any, comp: Any, g: Any, scale: float, flag: Any, sm_count: int) -> list[Launch]:
+def plan_accumulate(
+    mode: int, acc: Array, comp: Array | None, g: Array, scale: float, flag: Array | None, sm_count: int
+) -> list[Launch]:
     arrays = (acc, comp, g) if modes.is_compensated(mode) else (acc, g)
     name = accumulate_kernel_name(mode, acc.dtype, g.dtype)
     return _grid_stride_launch(name, arrays, (acc.dtype.type(scale), flag), sm_count)
 
 
 def plan_multi_accumulate(
-    mode: int, items: Sequence[tuple[Any, Any, Any]], scale: float, flag: Any, address_of: AddressOf
+    mode: int, items: Sequence[tuple[Array, Array | None, Array]], scale: float, flag: Array | None,
+    address_of: AddressOf,
 ) -> list[Launch]:
     """Chunk-table launches over (acc, comp, g) items (comp None unless compensated)."""
     compensated = modes.is_compensated(mode)
@@ -319,7 +326,7 @@ def plan_multi_accumulate(
         rows = [address_of(acc), address_of(comp), address_of(g)] if compensated else [address_of(acc), address_of(g)]
         entries.append((rows, int(acc.size), ACCUMULATE_KINDS[(acc.dtype, g.dtype)]))
     tail = (np.float32(scale), np.float64(scale), flag)
-    name = f"mta_multi_{modes.KERNEL_NAMES[mode]}"
+    name = f"mta_{accumulate_kernel(mode, listed=True).name}"
     return _table_launches(name, 3 if compensated else 2, entries, tail, tuple(items))
 
 
@@ -327,8 +334,8 @@ def plan_multi_accumulate(
 
 
 def plan_l2_norm(
-    tensors: Sequence[Any], scale: float, address_of: AddressOf, empty_f64: Callable[[int], Any]
-) -> tuple[list[Launch], Any]:
+    tensors: Sequence[Array], scale: float, address_of: AddressOf, empty_f64: Callable[[int], Array]
+) -> tuple[list[Launch], Array | None]:
     """Launches of both passes and the device array of shape (2,) that receives the sum of
     (scale * x)^2 and the max |scale * x| over every element.
 
@@ -355,13 +362,15 @@ def plan_l2_norm(
 # --------------------------------------------------------- optimizer steps
 
 
-def plan_sgd(param: Any, grad: Any, buf: Any, h: SgdScalars, sm_count: int) -> list[Launch]:
+def plan_sgd(param: Array, grad: Array, buf: Array | None, h: SgdScalars, sm_count: int) -> list[Launch]:
     name = f"mta_sgd_momentum_step_{SHORT_NAMES[param.dtype]}"
     arrays = (param, grad, buf if h.momentum != 0 else None)
     return _grid_stride_launch(name, arrays, (_struct(sgd_dtype(param.dtype), h),), sm_count)
 
 
-def plan_adam(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, h: AdamScalars, sm_count: int) -> list[Launch]:
+def plan_adam(
+    param: Array, grad: Array, exp_avg: Array, exp_avg_sq: Array, h: AdamScalars, sm_count: int
+) -> list[Launch]:
     name = f"mta_adamw_step_{SHORT_NAMES[param.dtype]}"
     return _grid_stride_launch(
         name, (param, grad, exp_avg, exp_avg_sq), (_struct(adam_dtype(param.dtype), h),), sm_count
@@ -369,7 +378,11 @@ def plan_adam(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, h: AdamScala
 
 
 def _plan_multi_step(
-    stem: str, depth: int, items: Sequence[Sequence[Any]], struct: Callable[[np.dtype], ByValue], address_of: AddressOf
+    stem: str,
+    depth: int,
+    items: Sequence[Sequence[Array]],
+    struct: Callable[[np.dtype], ByValue],
+    address_of: AddressOf,
 ) -> list[Launch]:
     """One kernel per parameter dtype present (the scalars struct is typed); a None array is NULL."""
     launches: list[Launch] = []
@@ -385,13 +398,13 @@ def _plan_multi_step(
     return launches
 
 
-def plan_multi_sgd(items: Sequence[Sequence[Any]], h: SgdScalars, address_of: AddressOf) -> list[Launch]:
+def plan_multi_sgd(items: Sequence[Sequence[Array]], h: SgdScalars, address_of: AddressOf) -> list[Launch]:
     """Chunk-table launches over (param, grad, momentum_buf) items; buf unused (NULL) without momentum."""
     if h.momentum == 0:
         items = [(p, g, None) for p, g, _ in items]
     return _plan_multi_step("sgd_momentum_step", 3, items, lambda d: _struct(sgd_dtype(d), h), address_of)
 
 
-def plan_multi_adam(items: Sequence[Sequence[Any]], h: AdamScalars, address_of: AddressOf) -> list[Launch]:
+def plan_multi_adam(items: Sequence[Sequence[Array]], h: AdamScalars, address_of: AddressOf) -> list[Launch]:
     """Chunk-table launches over (param, grad, exp_avg, exp_avg_sq) items."""
     return _plan_multi_step("adamw_step", 4, items, lambda d: _struct(adam_dtype(d), h), address_of)

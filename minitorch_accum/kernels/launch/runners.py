@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from minitorch_accum.kernels.arrays import Array, HostArray
 from minitorch_accum.kernels.launch import cuda_module, emulator
 from minitorch_accum.kernels.launch.plan import Launch
 
@@ -18,11 +18,11 @@ __all__ = ["Runner", "runner_for"]
 class Runner:
     """What a plan needs from a device: addresses, a grid size, scratch arrays, and launching."""
 
-    address_of: Callable[[Any], int]
+    address_of: Callable[[Array], int]
     sm_count: int
-    empty_f64: Callable[[int], Any]
+    empty_f64: Callable[[int], Array]
     run: Callable[[Iterable[Launch]], None]
-    to_host: Callable[[Any], np.ndarray]
+    to_host: Callable[[Array], HostArray]
 
 
 _EMULATED = Runner(

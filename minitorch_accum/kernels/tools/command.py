@@ -1,9 +1,11 @@
 """``python -m minitorch_accum.kernels`` (and ``maccum kernels``): list the kernels,
-compile every CUDA source through NVRTC, show registers and shared memory.
+compile every CUDA source through NVRTC, show registers and shared memory, write the
+native module's stub from the catalog.
 
 Exit status: 0 when everything asked for was done, 1 when a source failed to
-compile (or nvcc failed), 2 for a usage error (an unknown or unsupported
-architecture, no NVRTC, --resource-usage without nvcc)."""
+compile (or nvcc failed) or ``stub --check`` found the stub out of date, 2 for a
+usage error (an unknown or unsupported architecture, no NVRTC, --resource-usage
+without nvcc)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,22 @@ def _list() -> int:
         for k in rows:
             note = f"  [{k.note}]" if k.note else ""
             print(f"{k.name:<{width}}  {k.bytes_fp32:>11}  {k.computes}{note}")
+    return 0
+
+
+def _stub(check: bool) -> int:
+    from minitorch_accum.kernels.tools import stub
+
+    if check:
+        diff = stub.differences()
+        if diff:
+            print(diff, end="")
+            print(f"error: {stub.stub_path()} is out of date; run `{stub.STUB_COMMAND}`", file=sys.stderr)
+            return 1
+        print(f"{stub.stub_path()} is current")
+        return 0
+    changed = stub.write()
+    print(f"{'wrote' if changed else 'unchanged:'} {stub.stub_path()}")
     return 0
 
 
@@ -111,7 +129,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m minitorch_acc
         prog=prog,
         description="The fused accumulation kernels: list them, compile their CUDA sources.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{list,compile}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{list,compile,stub}")
     sub.add_parser(
         "list",
         help="each kernel, what it computes, bytes per element (fp32)",
@@ -134,7 +152,16 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m minitorch_acc
         action="store_true",
         help="print registers and shared memory too (needs nvcc)",
     )
+    stub_cmd = sub.add_parser(
+        "stub",
+        help="write minitorch_accum/_native.pyi from the catalog",
+        description="Write the native module's stub, minitorch_accum/_native.pyi, from the catalog of kernels "
+        "(kernels/catalog.py). With --check, write nothing: exit 1 and print the difference when it is out of date.",
+    )
+    stub_cmd.add_argument("--check", action="store_true", help="only say whether the stub is current")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.command == "list":
         return _list()
+    if args.command == "stub":
+        return _stub(args.check)
     return _compile(args.arch, args.resource_usage)
