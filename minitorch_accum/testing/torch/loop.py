@@ -62,10 +62,10 @@ TORCH = LoopFramework("torch", _parameters, torch_inexact_layers, _dtype, _seed)
 
 def check_training_loop(make_loop: Callable[[int], Any], batch: Any, *,
                         splits: Sequence[int] | Sequence[Sequence[int]] | None = None, windows: int = 3,
-                        raise_on_failure: bool = True) -> AccumulationReport:
+                        partial: bool = True, raise_on_failure: bool = True) -> AccumulationReport:
     """``minitorch_accum.testing.check_training_loop`` for a loop that trains a torch Module: ``make_loop(k)``
     returns ``Loop(model, window)`` (or ``(model, window)``), ``batch`` holds tensors (a tuple, a dict or
     one), rows along axis 0; torch's generator is seeded with 0 before each loop is built."""
     require_torch()
-    return _check_training_loop(make_loop, batch, splits=splits, windows=windows, framework=TORCH,
+    return _check_training_loop(make_loop, batch, splits=splits, windows=windows, partial=partial, framework=TORCH,
                                 raise_on_failure=raise_on_failure)
