@@ -164,3 +164,42 @@ def test_the_plugin_gives_the_torch_fixture_to_a_users_suite(pytester: pytest.Py
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*AccumulationMismatch: loop_steps_equal_big_batch: parameter * differs by *"])
+
+
+def _dropout_loop(keeps_generator: bool):
+    def make_loop(k: int):
+        from minitorch_accum.testing.torch import Loop
+
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.3), torch.nn.Linear(16, 3)).double()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def window(micro_batches: list) -> None:
+            items = sum(len(y) for _, y in micro_batches)
+            for x, y in micro_batches:
+                (F.cross_entropy(model(x), y, reduction="sum") / items).backward()
+            opt.step()
+            opt.zero_grad()
+
+        def state() -> dict:
+            return {"model": {k: v.clone() for k, v in model.state_dict().items()}, "opt": opt.state_dict(),
+                    "rng": torch.get_rng_state() if keeps_generator else None}
+
+        def restore(saved: dict) -> None:
+            model.load_state_dict(saved["model"])
+            opt.load_state_dict(saved["opt"])
+            if saved["rng"] is not None:
+                torch.set_rng_state(saved["rng"])
+
+        return Loop(model, window, state=state, restore=restore)
+
+    return make_loop
+
+
+def test_a_torch_resume_that_leaves_the_dropout_generator_out_fails() -> None:
+    batch = (torch.randn(12, 8, dtype=torch.float64), torch.arange(12) % 3)
+    kept = check_training_loop(_dropout_loop(True), batch, splits=[(3, 1, 4, 4)])
+    assert [r.status for r in kept.results] == [INEXACT, PASSED]
+    assert "layer 1 (Dropout): dropout (p=0.3) draws its masks per micro-batch" in kept.results[0].notes
+    forgot = check_training_loop(_dropout_loop(False), batch, splits=[(3, 1, 4, 4)], raise_on_failure=False)
+    resume = forgot["loop_resume_equals_uninterrupted"]
+    assert resume.status == FAILED and any("does state() hold the generator's state" in n for n in resume.notes)

@@ -40,6 +40,7 @@ VERSION = tuple(int(part) for part in importlib.metadata.version("transformers")
 FIXED_FOR_GPT2 = (4, 48, 3)
 #: the first release that steps a partial window whole (transformers PR #37923; 4.52.0 is yanked)
 PARTIAL_WINDOW_FIXED = (4, 52, 0)
+RELEASE = importlib.metadata.version("transformers")
 VOCAB, LENGTH = 50, 8
 LENGTHS = (8, 2, 5, 3, 8, 1)
 
@@ -83,7 +84,7 @@ def trainer_loop(tmp_path):
     return lambda k: make_trainer_loop(k, str(tmp_path))
 
 
-@pytest.mark.skipif(VERSION >= FIXED_FOR_GPT2, reason=f"transformers {VERSION} normalizes GPT-2 by the window's "
+@pytest.mark.skipif(VERSION >= FIXED_FOR_GPT2, reason=f"transformers {RELEASE} normalizes GPT-2 by the window's "
                                                       "tokens; the hf-before-fix extra installs 4.45.2")
 def test_the_trainer_before_the_fix_is_flagged_as_a_mean_of_means(trainer_loop) -> None:
     with pytest.raises(AccumulationMismatch, match=r"loop_steps_equal_big_batch: .* split \(2, 2, 2\) in a full "
@@ -93,7 +94,7 @@ def test_the_trainer_before_the_fix_is_flagged_as_a_mean_of_means(trainer_loop) 
 
 
 @pytest.mark.skipif(not FIXED_FOR_GPT2 <= VERSION < PARTIAL_WINDOW_FIXED,
-                    reason=f"transformers {VERSION} is not a release between the two fixes (4.48.3 to 4.51)")
+                    reason=f"transformers {RELEASE} is not a release between the two fixes (4.48.3 to 4.51)")
 def test_the_trainer_between_the_fixes_passes_full_windows_and_drops_a_partial_one(trainer_loop) -> None:
     full = check_training_loop(trainer_loop, _batch(), splits=[(2, 2, 2), (3, 3)], windows=2, partial=False)
     assert full.results[0].status == "passed", str(full)
@@ -103,7 +104,7 @@ def test_the_trainer_between_the_fixes_passes_full_windows_and_drops_a_partial_o
     assert any("moved no parameter: it took no optimizer step, the window was dropped" in n for n in steps.notes)
 
 
-@pytest.mark.skipif(VERSION < PARTIAL_WINDOW_FIXED, reason=f"transformers {VERSION} is a release before both fixes "
+@pytest.mark.skipif(VERSION < PARTIAL_WINDOW_FIXED, reason=f"transformers {RELEASE} is a release before both fixes "
                                                            "reached GPT-2 (4.52); the peers extra installs one")
 def test_the_trainer_after_the_fix_passes(trainer_loop) -> None:
     report = check_training_loop(trainer_loop, _batch(), splits=[(2, 2, 2), (3, 3)], windows=2)
