@@ -2,7 +2,9 @@
 
 ``list`` names every exhibit with the property that catches it and its source; ``show NAME``
 runs the exhibit (its faulty recipe and the correct one, on its small model) and prints what
-the recipe does, the measured gap and tolerance, the property and the citations.
+the recipe does, the measured gap and tolerance, the property and the citations; ``--code``
+then prints the faulty code (each hook the recipe overrides, or the faulty ``loss_fn``) under
+the correct code it replaces.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 __all__ = ["bugs_command"]
 
 
-def bugs_command(action: str, name: str | None) -> int:
+def bugs_command(action: str, name: str | None, code: bool = False) -> int:
     """Print the museum's list, or one exhibit measured; 0 when every exhibit shown is caught."""
     from minitorch_accum.testing import bugs
 
@@ -29,4 +31,7 @@ def bugs_command(action: str, name: str | None) -> int:
         raise ValueError(f"no exhibit {name!r}; the museum holds {', '.join(bugs.EXHIBITS)}")
     measured = bugs.measure(bugs.exhibit(name))
     print(bugs.describe(measured))
+    if code:
+        print()
+        print(bugs.show_code(measured.exhibit))
     return 0 if measured.caught else 1

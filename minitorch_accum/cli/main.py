@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     bugs = _command(sub, "bugs", "the bug museum: real accumulation bugs, reproduced and caught by a property")
     bugs.add_argument("action", choices=("list", "show"), help="list the exhibits, or show one measured")
     bugs.add_argument("name", nargs="?", help="the exhibit to show (maccum bugs list names them)")
+    bugs.add_argument("--code", action="store_true", help="show: print the faulty code under the correct code")
 
     from minitorch_accum.cli.precision_command import add_precision_parser
 
@@ -111,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "bugs":
             from minitorch_accum.cli.bugs_command import bugs_command
 
-            return bugs_command(args.action, args.name)
+            return bugs_command(args.action, args.name, code=args.code)
         if args.command == "precision":
             from minitorch_accum.cli.precision_command import precision_command
 

@@ -8,6 +8,8 @@
   ``AccumulationMismatch``, the ``PROPERTIES`` by name, ``Recipe`` (how micro-batches become steps,
   with the hooks a faulty recipe overrides), ``Subject`` (model factory, loss, batch),
   ``rounding_bound`` (for any Module), ``run_ranks`` (data-parallel ranks on threads);
+- your own loop: ``check_training_loop(make_loop, batch)`` and ``Loop`` (``training_loop.py``), and
+  for PyTorch loops and models ``minitorch_accum.testing.torch`` (torch an optional extra);
 - the bug museum: ``minitorch_accum.testing.bugs`` (``maccum bugs list``);
 - the pytest plugin: ``minitorch_accum.testing.pytest_plugin`` (the ``accumulation_equivalence``
   fixture and the ``accumulation`` marker), loaded when the package is installed;
@@ -36,6 +38,7 @@ _HOMES = {
     "rounding_bound": "rounding",
     "run_ranks": "simulated_ranks",
     "Subject": "subject",
+    "Loop": "training_loop", "check_training_loop": "training_loop",
     # these need hypothesis (the test extra)
     "splits": "accumulation_strategies", "windows": "accumulation_strategies", "batches": "accumulation_strategies",
     "CI_PROFILE": "profiles", "DEV_PROFILE": "profiles", "register_profiles": "profiles",

@@ -1,8 +1,11 @@
 """Faulty recipes: real accumulation bugs of public systems, each one hook of ``Recipe`` overridden.
 
 None of them patches the library: they drive the same engine (Accumulator, optimizers,
-``clip_grad_norm``, Gradients containers) the way the buggy system did. ``bugs.py`` pairs each
-with its source, a small model, and the property that catches it.
+``clip_grad_norm``, Gradients containers) the way the buggy system did; where the system's loop is
+the bug (Lightning's and Burn's epoch loops), ``train`` is that loop transliterated, its decisions
+commented with the names they have there. ``bugs.py`` pairs each with its source, a small model,
+and the property that catches it; a bug that lived in the loss (Hugging Face's count before the
+shift) is a faulty ``loss_fn`` there, not a recipe.
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ from minitorch_accum.optim.lr_scheduler import LRScheduler
 from minitorch_accum.testing.recipes import GradientSource, Recipe, gradient_arrays
 from minitorch_accum.testing.subject import Rows, Subject
 
-__all__ = ["AdamCountsMicroBatches", "ClipsEachMicroBatch", "CountsBeforeTheShift", "Float32Accumulator",
-           "MeanOfMicroBatchMeans", "NominalKOnPartialWindows", "NormalizedPerRank", "ResetAtEveryBackward",
-           "ScheduledPerMicroBatch", "ShortEpochStepsEveryBatch", "SummedWithoutDividing"]
+__all__ = ["AdamCountsMicroBatches", "BurnDropsThePartialWindow", "ClipsEachMicroBatch", "Float32Accumulator",
+           "LightningStepsOnTheEpochsLastBatch", "MeanOfMicroBatchMeans", "NominalKOnPartialWindows",
+           "NormalizedPerRank", "ResetAtEveryBackward", "ScheduledPerMicroBatch", "SummedWithoutDividing"]
 
 
 def _window_items(subject: Subject, model: Module, parts: Sequence[Rows]) -> int:
@@ -36,16 +39,6 @@ class MeanOfMicroBatchMeans(Recipe):
     summary = ("each micro-batch's loss is a mean over its own tokens, and the window averages those means "
                "(reduction='mean'): a token of a short micro-batch weighs more than one of a long micro-batch")
     accumulates_with = "mean"
-
-
-class CountsBeforeTheShift(Recipe):
-    name = "count_before_shift"
-    summary = ("the window is normalized by the labels counted before the causal shift: every row's first "
-               "position is counted although it is never a target, so the gradient is too small by rows/items")
-
-    def items(self, subject: Subject, rows: Rows, counted: int) -> int:
-        targets = np.asarray(subject.targets(rows))
-        return int((targets != -100).sum())
 
 
 class NormalizedPerRank(Recipe):
@@ -70,15 +63,58 @@ class NominalKOnPartialWindows(Recipe):
     accumulates_with = "mean_nominal"
 
 
-class ShortEpochStepsEveryBatch(Recipe):
-    name = "short_epoch_steps_every_batch"
-    summary = ("when an epoch holds fewer micro-batches than k, the loop steps on every batch (each is 'the "
-               "last batch of the epoch'): accumulation is silently off and the step count runs ahead")
+class LightningStepsOnTheEpochsLastBatch(Recipe):
+    name = "short_epoch_window_divided_by_k"
+    summary = ("Lightning's automatic optimization: each micro-batch's mean loss is divided by "
+               "accumulate_grad_batches = k, and the optimizer steps once k batches of the epoch are done or on "
+               "the epoch's last batch; an epoch shorter than k is one window of N < k micro-batches whose gradient "
+               "is N/k of its mean, every epoch, with no warning")
+    accumulates_with = "sum"
 
-    def window_sizes(self, micro_batches: int, k: int) -> list[int]:
-        if micro_batches < k:
-            return [1] * micro_batches
-        return super().window_sizes(micro_batches, k)
+    def backward(self, acc: Accumulator, loss: Tensor, items: int) -> None:
+        # ClosureResult.from_training_step_output: closure_loss / accumulate_grad_batches, whatever the window holds
+        acc.backward(loss * (1.0 / max(items, 1) / acc.steps), num_items=items)
+
+    def train(self, subject: Subject, model: Module, optimizer: Optimizer, scheduler: LRScheduler | None,
+              epoch: Sequence[Rows], k: int, epochs: int, max_norm: float | None = None) -> None:
+        acc = self.accumulator(subject, model, k)
+        for _ in range(epochs):
+            for ready, rows in enumerate(epoch, start=1):  # batch_progress.current.ready, reset every epoch
+                loss, items = subject.loss(model, rows)
+                self.backward(acc, loss, items)
+                # _TrainingEpochLoop._should_accumulate: step when k are done or on the epoch's last batch
+                if ready % k == 0 or ready == len(epoch):
+                    lr = scheduler.step() if scheduler is not None else None
+                    if max_norm is not None:
+                        self.clip(acc, max_norm)
+                    self.step(optimizer, model, acc, lr)
+                    acc.zero()
+
+
+class BurnDropsThePartialWindow(Recipe):
+    name = "burn_partial_window_dropped"
+    summary = ("Burn's epoch loop before PR #5729: the learning-rate scheduler advances on every micro-batch (k - 1 "
+               "of every k values unused, the schedule k times too fast), the optimizer steps once k micro-batches "
+               "are accumulated, and the epoch's last, partial window is dropped: an epoch shorter than k never "
+               "steps (normalized by the window's items here; Burn's sum without dividing is its own exhibit)")
+
+    def train(self, subject: Subject, model: Module, optimizer: Optimizer, scheduler: LRScheduler | None,
+              epoch: Sequence[Rows], k: int, epochs: int, max_norm: float | None = None) -> None:
+        acc = self.accumulator(subject, model, k)
+        for _ in range(epochs):
+            held = 0
+            for rows in epoch:
+                loss, items = subject.loss(model, rows)
+                self.backward(acc, loss, items)
+                lr = scheduler.step() if scheduler is not None else None  # learner.lr_step() per micro-batch
+                held += 1
+                if held == k:
+                    if max_norm is not None:
+                        self.clip(acc, max_norm)
+                    self.step(optimizer, model, acc, lr)
+                    acc.zero()
+                    held = 0
+            acc.zero()  # the epoch ends: a partial window's gradients never reach the optimizer
 
 
 class AdamCountsMicroBatches(Recipe):

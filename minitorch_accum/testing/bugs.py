@@ -16,11 +16,16 @@ expected to be equal" under both.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from minitorch_accum.accum.normalization import window_scale
 from minitorch_accum.autodiff import Tensor
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.nn import BatchNorm1d, Embedding, Linear, Module, Sequential, Tanh
@@ -32,7 +37,8 @@ from minitorch_accum.testing.property_results import FAILED, INEXACT, PASSED, Pr
 from minitorch_accum.testing.recipes import Recipe
 from minitorch_accum.testing.subject import Subject
 
-__all__ = ["EXHIBITS", "Citation", "Exhibit", "Measurement", "describe", "exhibit", "measure"]
+__all__ = ["EXHIBITS", "Citation", "Exhibit", "Measurement", "code_pairs", "describe", "exhibit", "measure",
+           "show_code"]
 
 
 @dataclass(frozen=True)
@@ -61,10 +67,14 @@ class Exhibit:
     property: str
     citations: tuple[Citation, ...]
     inexact: bool = False  # shown, not a bug: no recipe can make the window equal the big batch
+    #: where the bug lived in the loss rather than the loop: the subject with the faulty ``loss_fn``
+    #: (``recipe`` is then the correct one) and what it does
+    faulty_subject: Callable[[], Subject] | None = None
+    faulty_loss: str = ""
 
     @property
     def what(self) -> str:
-        return self.recipe().summary
+        return self.faulty_loss or self.recipe().summary
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,12 @@ def _shifted_cross_entropy(output: Tensor, labels: np.ndarray) -> tuple[Tensor, 
     """A causal LM's loss: position t predicts label t + 1, so position 0's label is never a target."""
     targets = labels[:, 1:]
     return F.cross_entropy(output[:, :-1], targets, reduction="sum"), F.count_items(targets)
+
+
+def _shifted_cross_entropy_counted_before_the_shift(output: Tensor, labels: np.ndarray) -> tuple[Tensor, int]:
+    """The Trainer's count before transformers PR #46204: the labels counted before the causal shift."""
+    targets = labels[:, 1:]
+    return F.cross_entropy(output[:, :-1], targets, reduction="sum"), F.count_items(labels)
 
 
 def _mlp() -> Module:
@@ -136,16 +152,21 @@ def _sequence_subject() -> Subject:
     return Subject(_token_model(9, 4), _summed_cross_entropy, _padded_sequences())
 
 
-def _causal_subject() -> Subject:
+def _causal_subject(loss_fn: Callable[[Tensor, np.ndarray], tuple[Tensor, int]] = _shifted_cross_entropy) -> Subject:
     ids, labels = _padded_sequences()
     labels = np.where(labels == -100, -100, ids)  # a causal LM's labels are its inputs, padding excluded
-    return Subject(_token_model(9, 9), _shifted_cross_entropy, (ids, labels))
+    return Subject(_token_model(9, 9), loss_fn, (ids, labels))
+
+
+def _causal_subject_counted_before_the_shift() -> Subject:
+    return _causal_subject(_shifted_cross_entropy_counted_before_the_shift)
 
 
 def _exhibit(name: str, title: str, recipe: Callable[[], Recipe], subject: Callable[[], Subject],
              splits: tuple[tuple[int, ...], ...], caught_by: str, *citations: Citation,
-             inexact: bool = False) -> Exhibit:
-    return Exhibit(name, title, recipe, subject, splits, caught_by, citations, inexact)
+             inexact: bool = False, faulty_subject: Callable[[], Subject] | None = None,
+             faulty_loss: str = "") -> Exhibit:
+    return Exhibit(name, title, recipe, subject, splits, caught_by, citations, inexact, faulty_subject, faulty_loss)
 
 
 _HF, _LIGHTNING, _BURN = "huggingface/transformers", "Lightning-AI/pytorch-lightning", "tracel-ai/burn"
@@ -155,10 +176,15 @@ EXHIBITS: dict[str, Exhibit] = {e.name: e for e in (
              _sequence_subject, ((2, 3, 3),), "window_equals_full_batch",
              Citation(_HF, "PR #34191", "Fix Gradient Accumulation issue",
                       "2024: the Trainer passes num_items_in_batch")),
-    _exhibit("count_before_shift", "token count taken before the label shift", faulty.CountsBeforeTheShift,
-             _causal_subject, ((2, 3, 3),), "window_equals_full_batch",
+    _exhibit("count_before_shift", "token count taken before the label shift", Recipe, _causal_subject, ((2, 3, 3),),
+             "item_count_matches_the_loss",
              Citation(_HF, "PR #46204", "Fix `num_items_in_batch` over-counting for causal LM losses",
-                      "the Trainer's 2024 count, fixed later")),
+                      "the Trainer's 2024 count, fixed in 2026"),
+             faulty_subject=_causal_subject_counted_before_the_shift,
+             faulty_loss=("the loss is normalized by the labels counted before the causal shift (the Trainer's "
+                          "num_items_in_batch): every row's first label is counted though it is never a target, so "
+                          "every gradient is too small by items/(items + rows), in the window and in the big batch "
+                          "alike: no comparison of the two can see it")),
     _exhibit("per_rank_normalization", "each rank normalized by its own token count", faulty.NormalizedPerRank,
              _sequence_subject, ((2, 3, 3),), "data_parallel_equals_one_rank",
              Citation("pytorch/torchtitan", "issue #1842"),
@@ -167,11 +193,14 @@ EXHIBITS: dict[str, Exhibit] = {e.name: e for e in (
              faulty.NominalKOnPartialWindows, _mlp_subject, ((4, 4, 4),), "window_equals_full_batch",
              Citation(_LIGHTNING, "issue #19987", "Handle gradient accumulations at the end of epoch differently",
                       "the last window scaled by accumulate_grad_batches, not by what it holds")),
-    _exhibit("short_epoch_steps_every_batch", "an epoch shorter than k steps on every batch",
-             faulty.ShortEpochStepsEveryBatch, _mlp_subject, ((3, 1, 4, 4),), "steps_equal_big_batch",
+    _exhibit("short_epoch_window_divided_by_k", "an epoch shorter than k: one window of N < k, divided by k",
+             faulty.LightningStepsOnTheEpochsLastBatch, _mlp_subject, ((3, 3, 3, 3),), "steps_equal_big_batch",
              Citation(_LIGHTNING, "issue #21808", "`accumulate_grad_batches` is silently ignored when epoch length < "
                                                   "`accumulate_grad_batches`, because Lightning always steps on the "
-                                                  "last batch")),
+                                                  "last batch"),
+             Citation(_LIGHTNING, "PR #21811", "fix: warn when training batches are fewer than "
+                                               "`accumulate_grad_batches`", "a warning; the window is still divided "
+                                                                            "by k")),
     _exhibit("adam_counts_micro_batches", "Adam's step counter and weight decay advanced per micro-batch",
              faulty.AdamCountsMicroBatches, _mlp_subject, ((3, 1, 4, 4),), "steps_equal_big_batch",
              Citation("keras-team/keras", "issue #19990", "Gradient accumulation done wrong"),
@@ -186,9 +215,14 @@ EXHIBITS: dict[str, Exhibit] = {e.name: e for e in (
              Citation(_BURN, "PR #3581")),
     _exhibit("scheduler_per_micro_batch", "the learning-rate scheduler stepped per micro-batch",
              faulty.ScheduledPerMicroBatch, _mlp_subject, ((3, 1, 4, 4),), "steps_equal_big_batch",
-             Citation(_BURN, "PR #3581"),
+             Citation(_BURN, "PR #3581")),
+    _exhibit("burn_partial_window_dropped", "Burn's epoch loop: the partial window dropped, the scheduler per "
+                                            "micro-batch", faulty.BurnDropsThePartialWindow, _mlp_subject,
+             ((3, 1, 4, 4),), "steps_equal_big_batch",
              Citation(_BURN, "issue #5695", "Gradient accumulation drops final partial window and advances LR "
-                                            "scheduler per microbatch")),
+                                            "scheduler per microbatch", "and grads_accumulation(0) accepted; this "
+                                                                        "library refuses it"),
+             Citation(_BURN, "PR #5729", note="the fix")),
     _exhibit("reset_every_backward", "the accumulator reset at every backward: only the last micro-batch counts",
              faulty.ResetAtEveryBackward, _mlp_subject, ((3, 1, 4, 4),), "window_equals_full_batch",
              Citation("allenai/open-instruct", "PR #1498", "Fix ZeRO-2 discarding gradients during manual "
@@ -217,7 +251,7 @@ def measure(item: Exhibit) -> Measurement:
     """Run the exhibit's property with its faulty recipe and with the correct one, on its model."""
     subject = item.subject()
     run = property_named(item.property)
-    context = CheckContext(subject, item.splits, item.recipe())
+    context = CheckContext(item.faulty_subject() if item.faulty_subject else subject, item.splits, item.recipe())
     faulty_result = run(context)
     correct_result = run(CheckContext(subject, item.splits, Recipe()))
     scale = max(float(np.max(np.abs(g), initial=0.0)) for g in context.reference().values())
@@ -241,22 +275,84 @@ def describe(measured: Measurement) -> str:
     item = measured.exhibit
     faulty_result, correct_result = measured.faulty, measured.correct
     name, worst = max(faulty_result.worst.items(), key=lambda item: item[1].max_gap)
-    # a gap in gradients reads against the largest gradient entry; one in parameters (after steps) stands alone
-    relative = "" if item.property == "steps_equal_big_batch" or not measured.gradient_scale else (
+    # a gap in gradients reads against the largest gradient entry; in parameters or a count it stands alone
+    relative = "" if item.property in ("steps_equal_big_batch", "item_count_matches_the_loss") \
+        or not measured.gradient_scale else (
         f" ({worst.max_gap / measured.gradient_scale:.2%} of the largest gradient entry, "
         f"{measured.gradient_scale:.3e})")
     verdict = ("shown: not expected to be equal under any recipe" if item.inexact
                else "CAUGHT" if measured.caught else "NOT caught")
+    kind = "loss_fn" if item.faulty_subject else "recipe"
     lines = [f"{item.name}: {item.title}",
-             f"  what the recipe does: {item.what}",
+             f"  what the {kind} does: {item.what}",
              f"  shown on: {_sizes(item)}",
              f"  property: {item.property} ({faulty_result.claim})",
-             f"  faulty recipe: {faulty_result.status}; max gap {worst.max_gap:.3e} in {name}{relative}; furthest "
+             f"  faulty {kind}: {faulty_result.status}; max gap {worst.max_gap:.3e} in {name}{relative}; furthest "
              f"over its tolerance: {worst.gap:.3e} against {worst.tolerance:.3e}, with {worst.scenario}",
-             f"  correct recipe: {correct_result.status}; max gap {correct_result.max_gap:.3e}",
+             f"  correct {kind}: {correct_result.status}; max gap {correct_result.max_gap:.3e}",
              f"  verdict: {verdict}"]
     if item.inexact:
         lines.append(f"  why: {'; '.join(dict.fromkeys(correct_result.notes))}")
     lines.append(f"  tolerance: {worst.why or faulty_result.why}")
     lines += [f"  source: {citation}" for citation in item.citations]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the code beside the correct code
+#: the folder holding the package, to name source files from it
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+#: what a recipe class holds besides its hooks
+_NOT_HOOKS = {"name", "summary", "__module__", "__doc__", "__qualname__", "__dict__", "__weakref__",
+              "__firstlineno__", "__static_attributes__", "__annotations__"}
+
+
+def _source(label: str, value: object) -> tuple[str, str]:
+    """(a header naming ``value`` and the file and line it is at, its source dedented); a plain
+    attribute as one line of its value."""
+    function = value.__func__ if isinstance(value, staticmethod | classmethod) else value
+    if inspect.isfunction(function):
+        path = Path(inspect.getsourcefile(function) or "?")
+        with contextlib.suppress(ValueError):
+            path = path.relative_to(_PACKAGE_ROOT)
+        where = f"{path}:{inspect.getsourcelines(function)[1]}"
+        return f"{label}{function.__qualname__} ({where})", textwrap.dedent(inspect.getsource(function))
+    return label.rstrip(" :"), f"{label.rstrip(' :').rsplit('.', 1)[-1]} = {value!r}\n"
+
+
+def code_pairs(item: Exhibit) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """The exhibit's faulty code beside the correct code it replaces, as ((header, source) correct,
+    (header, source) faulty) pairs: each hook a faulty recipe overrides, or the faulty ``loss_fn``."""
+    if item.faulty_subject is not None:
+        return [(_source("correct loss_fn: ", item.subject().loss_fn),
+                 _source("faulty loss_fn: ", item.faulty_subject().loss_fn))]
+    faulty_class = type(item.recipe())
+    if faulty_class is Recipe:  # no recipe is at fault: the model is (BatchNorm)
+        return [(("the recipe: Recipe, the correct one, unchanged", ""), _source("the model: ",
+                                                                                item.subject().model_factory))]
+    pairs = []
+    missing = object()
+    for cls in faulty_class.__mro__[:faulty_class.__mro__.index(Recipe)]:
+        for name, value in cls.__dict__.items():
+            if name in _NOT_HOOKS:
+                continue
+            correct = inspect.getattr_static(Recipe, name, missing)
+            pairs.append((_source(f"Recipe.{name}", correct) if correct is not missing and not callable(correct)
+                          else _source("", correct) if correct is not missing
+                          else (f"Recipe.{name}", "(the correct recipe has no such member)\n"),
+                          _source(f"{cls.__name__}.{name}", value) if not callable(value) else _source("", value)))
+    return pairs
+
+
+def show_code(item: Exhibit) -> str:
+    """What ``maccum bugs show NAME --code`` adds: each faulty piece of code under the correct one."""
+    lines = [f"{item.name}: the code (--- correct, +++ faulty)"]
+    for (correct_header, correct_source), (faulty_header, faulty_source) in code_pairs(item):
+        lines.append(f"--- {correct_header}")
+        lines += [f"  {line}" for line in correct_source.rstrip("\n").splitlines()] if correct_source else []
+        lines.append(f"+++ {faulty_header}")
+        lines += [f"  {line}" for line in faulty_source.rstrip("\n").splitlines()]
+    if item.faulty_subject is None and item.recipe().accumulates_with is not None:
+        header, source = _source("", window_scale)
+        lines.append(f"=== where accumulates_with (the Accumulator's reduction) acts: {header}")
+        lines += [f"  {line}" for line in source.rstrip("\n").splitlines()]
     return "\n".join(lines)

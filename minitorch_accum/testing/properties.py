@@ -12,6 +12,7 @@ faulty recipes through them.
 | ``loss_scaling_is_invisible`` | a loss-scaled window is the unscaled one, bit for bit |
 | ``resume_mid_window_equals_uninterrupted`` | saving and resuming mid-window changes no bit |
 | ``data_parallel_equals_one_rank`` | R ranks x k equal one process with R*k micro-batches |
+| ``item_count_matches_the_loss`` | ``loss_fn`` counts the items its summed loss sums (what no comparison can see) |
 
 Models that cannot match the big batch by nature (training-mode BatchNorm, active dropout)
 are reported "not expected to be equal", with the gap measured, instead of failing.
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from minitorch_accum.testing.check_context import CheckContext
+from minitorch_accum.testing.item_count import item_count_matches_the_loss
 from minitorch_accum.testing.property_results import PropertyResult
 from minitorch_accum.testing.training_properties import data_parallel_equals_one_rank, steps_equal_big_batch
 from minitorch_accum.testing.window_properties import (
@@ -42,6 +44,7 @@ PROPERTIES: dict[str, Property] = {
     "loss_scaling_is_invisible": loss_scaling_is_invisible,
     "resume_mid_window_equals_uninterrupted": resume_mid_window_equals_uninterrupted,
     "data_parallel_equals_one_rank": data_parallel_equals_one_rank,
+    "item_count_matches_the_loss": item_count_matches_the_loss,
 }
 
 

@@ -15,11 +15,15 @@ The marker's keywords are the fixture's defaults for that test (any keyword of
 also registers the hypothesis profiles ``minitorch_accum-ci`` and ``minitorch_accum-dev``
 (``pytest --hypothesis-profile=minitorch_accum-ci``). To run a suite without it:
 ``pytest -p no:minitorch_accum``.
+
+When torch is installed, the plugin also registers ``minitorch_accum.testing.torch.pytest_fixture``:
+the fixture ``torch_accumulation_equivalence`` checks a PyTorch loop (``docs/equivalence.md``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +61,8 @@ class AccumulationEquivalence:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if importlib.util.find_spec("torch") is not None:  # finds torch without importing it
+        config.pluginmanager.import_plugin("minitorch_accum.testing.torch.pytest_fixture")
     config.addinivalue_line("markers", f"{MARKER}(**options): a gradient-accumulation equivalence test; the "
                                        "options are the accumulation_equivalence fixture's defaults "
                                        "(dtype=, splits=, properties=, rtol=, reduction=, fusion=)")

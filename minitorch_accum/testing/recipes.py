@@ -145,15 +145,20 @@ class Recipe:
                        k: int) -> list[dict[str, np.ndarray]]:
         """Each rank's view of the window's gradient, rank r accumulating ``shares[r]`` into its model
         ``models[r]``: every rank's arena summed over the ranks once (``DataParallel``, one thread per
-        rank), normalized by the items of every rank."""
+        rank), normalized by the items of every rank. A recipe whose ``window`` sums its own container
+        instead gets that container averaged over the ranks, as DDP averages ``.grad``."""
 
-        def rank(comm: ThreadCommunicator) -> dict[str, np.ndarray]:
+        def rank(comm: ThreadCommunicator) -> tuple[dict[str, np.ndarray], bool]:
             model = models[comm.rank]
             acc = self.accumulator(subject, model, k, reducer=DataParallel(comm))
-            self.window(subject, model, shares[comm.rank], k, acc=acc)
-            return gradient_arrays(acc, model)
+            source = self.window(subject, model, shares[comm.rank], k, acc=acc)
+            return gradient_arrays(source, model), source is acc
 
-        return run_ranks(len(models), rank)
+        per_rank = run_ranks(len(models), rank)
+        if all(reduced for _, reduced in per_rank):
+            return [grads for grads, _ in per_rank]
+        mean = {name: sum(grads[name] for grads, _ in per_rank) / len(per_rank) for name in per_rank[0][0]}
+        return [dict(mean) for _ in per_rank]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(reduction={self.reduction!r}, fusion={self.fusion!r})"

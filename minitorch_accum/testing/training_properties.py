@@ -16,7 +16,7 @@ from minitorch_accum.testing.check_context import CheckContext, parts_of
 from minitorch_accum.testing.parameter_bound import UNIT_ROUNDOFF, Tolerance
 from minitorch_accum.testing.property_results import PropertyResult
 
-__all__ = ["OPTIMIZERS", "data_parallel_equals_one_rank", "steps_equal_big_batch"]
+__all__ = ["OPTIMIZERS", "data_parallel_equals_one_rank", "displacement_tolerance", "steps_equal_big_batch"]
 
 #: the optimizers k x b == k*b is checked with (weight decay on, so that a decay applied per
 #: micro-batch shows; Adam's bias correction counts windows, so a counter per micro-batch shows)
@@ -27,8 +27,10 @@ OPTIMIZERS: dict[str, Callable[[], Optimizer]] = {
 }
 
 
-def _displacement_tolerance(initial: dict[str, np.ndarray], final: dict[str, np.ndarray], dtype: str,
+def displacement_tolerance(initial: dict[str, np.ndarray], final: dict[str, np.ndarray], dtype: str,
                             steps: int) -> Tolerance:
+    """sqrt(u) of each parameter's largest movement from ``initial`` to ``final`` over ``steps``
+    optimizer steps: what two runs that differ only by rounding may differ by after those steps."""
     u = UNIT_ROUNDOFF[dtype]
     bounds = {name: np.asarray(math.sqrt(u) * float(np.max(np.abs(final[name] - initial[name]), initial=0.0)))
               for name in final}
@@ -70,7 +72,7 @@ def steps_equal_big_batch(ctx: CheckContext) -> PropertyResult:
                     plain.step(reference, grads, lr=schedule.step())
                     steps += 1
             final = _host(reference)
-            result.compare(_host(model), final, _displacement_tolerance(initial, final, subject.dtype, steps),
+            result.compare(_host(model), final, displacement_tolerance(initial, final, subject.dtype, steps),
                            f"{label}, split {sizes}, {kind}, {ctx.epochs} epochs, lr halving every step")
     return result.settle(ctx.inexact())
 
