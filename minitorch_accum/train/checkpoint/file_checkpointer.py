@@ -76,9 +76,12 @@ class FileCheckpointer:
         try:
             write_checkpoint_directory(tmp, name, tag, sequence, payloads, state)
             os.rename(tmp, final)
-        except OSError as exc:
+        except BaseException as exc:
+            # a full disk, or a stop at once (a second Ctrl-C) in the middle of the write: nothing half-written stays
             if os.path.lexists(tmp):
                 shutil.rmtree(tmp, ignore_errors=True)
+            if not isinstance(exc, OSError):
+                raise
             raise CheckpointError(f"cannot save checkpoint {final}: {describe_os_error(exc)}; "
                                   f"{self._untouched()}") from exc
         fsync_directory(self.directory)
