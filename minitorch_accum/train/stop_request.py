@@ -41,8 +41,9 @@ __all__ = ["StopRequest", "TrainingAborted", "TrainingInterrupted"]
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """fit() stopped on a signal after saving a checkpoint; ``exit_status`` is 128 + the signal
-    (130 for Ctrl-C, 143 for SIGTERM), what a shell reports for a process the signal ended."""
+    """fit() stopped on a signal after saving a checkpoint, or (``complete``) after the last step and
+    the final parameters; ``exit_status`` is 128 + the signal (130 for Ctrl-C, 143 for SIGTERM),
+    what a shell reports for a process the signal ended."""
 
     def __init__(self, signum: int, checkpoint: Any, step: int | None = None, comm: Communicator | None = None,
                  complete: bool = False) -> None:
@@ -126,18 +127,12 @@ class StopRequest:
     def agreed_signal(self, comm: Communicator) -> int:
         """The signal every rank stops with (a collective: every rank calls it at the same window
         end): SIGTERM if any rank received one (a scheduler ending the job), else SIGINT."""
-        return self.agreed_signal_if_any(comm) or signal.SIGINT
-
-    def agreed_signal_if_any(self, comm: Communicator) -> int | None:
-        """As ``agreed_signal``, or None when no rank received a signal (a collective)."""
         mine = np.array([self.signal or 0], dtype=np.int64)
         if comm.world_size == 1:
-            return int(mine[0]) or None
+            return int(mine[0]) or signal.SIGINT
         every = np.empty(comm.world_size, dtype=np.int64)
         comm.allgather(mine, every)
-        if signal.SIGTERM in every:
-            return signal.SIGTERM
-        return signal.SIGINT if every.any() else None
+        return signal.SIGTERM if signal.SIGTERM in every else signal.SIGINT
 
     def _ignoring_why(self) -> str | None:
         if self._saved:

@@ -333,6 +333,16 @@ def _trial_in_child(trial: Trial, root: Path, length: float, reference_file: Pat
     result.write_text(json.dumps(asdict(trial)))
 
 
+def _wait_any(pids: list[int]) -> int:
+    """Reap one of ``pids`` once it has ended; its pid."""
+    while True:
+        for pid in pids:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return pid
+        time.sleep(0.005)
+
+
 def run_trials(trials: list[Trial], root: Path, parallel: int = 2) -> list[Trial]:
     """Run ``trials`` (all of one number of ranks), ``parallel`` at a time, each in a forked worker."""
     if not trials:
@@ -353,7 +363,7 @@ def run_trials(trials: list[Trial], root: Path, parallel: int = 2) -> list[Trial
                 finally:
                     os._exit(0)
             running[pid] = (trial, result)
-        pid, _ = os.wait()
+        pid = _wait_any(list(running))  # only this harness's workers: the caller may have children of its own
         trial, result = running.pop(pid)
         try:
             done.append(Trial(**json.loads(result.read_text())))

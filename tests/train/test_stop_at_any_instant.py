@@ -31,7 +31,7 @@ from minitorch_accum.train import (
 )
 from minitorch_accum.train import learner as learner_module
 from minitorch_accum.train import resume as resume_module
-from minitorch_accum.train.checkpoint import writing
+from minitorch_accum.train.checkpoint import file_checkpointer, writing
 from minitorch_accum.train.checkpoint.leftovers import HOST
 from minitorch_accum.train.resume import read_final_record
 from minitorch_accum.train.training_trace import TraceWriteError
@@ -191,6 +191,55 @@ def test_a_second_ctrl_c_inside_a_checkpoint_write_leaves_no_temporary_directory
     # nothing was saved (stopped at once, as asked): the run starts over and ends where an uninterrupted one does
     _builder(tmp_path).build(Classifier(model()), optim.AdamW(lr=0.01)).fit(*_loaders(), overwrite=True)
     _assert_final_is(tmp_path, uninterrupted)
+
+
+@pytest.mark.parametrize("where", ["removing the superseded checkpoint", "pointing latest at the new one"])
+def test_a_second_ctrl_c_after_a_checkpoint_is_written_leaves_nothing_temporary(
+        where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    armed, pressed = [], []
+
+    def ctrl_c_once() -> None:  # the second Ctrl-C, in the stop's save
+        if armed and not pressed:
+            pressed.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    if where == "removing the superseded checkpoint":
+        rmtree = file_checkpointer.shutil.rmtree
+
+        def press_then_remove(path, *args, **kwargs):
+            if ".del-" in Path(path).name:
+                ctrl_c_once()
+            return rmtree(path, *args, **kwargs)
+
+        monkeypatch.setattr(file_checkpointer.shutil, "rmtree", press_then_remove)
+    else:
+        replace = file_checkpointer.replace_file_atomically
+
+        def press_then_replace(path, data, tmp):
+            tmp.write_bytes(data)  # the temporary pointer is written when the second Ctrl-C comes
+            ctrl_c_once()
+            return replace(path, data, tmp)
+
+        monkeypatch.setattr(file_checkpointer, "replace_file_atomically", press_then_replace)
+
+    class CtrlCAtStep3(Classifier):
+        calls = 0
+
+        def train_step(self, batch):
+            self.calls += 1
+            if self.calls == 6:  # the last micro-batch of step 3: its checkpoint supersedes step 2's
+                os.kill(os.getpid(), signal.SIGINT)
+                armed.append(True)
+            return super().train_step(batch)
+
+    learner = _builder(tmp_path, every=1).with_file_checkpointer(every_steps=1, keep=1).build(
+        CtrlCAtStep3(model()), optim.AdamW(lr=0.01))
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        learner.fit(*_loaders())
+    assert isinstance(stopped.value, TrainingAborted) and pressed, repr(stopped.value)
+    checkpoints = tmp_path / "checkpoints"
+    assert not [p.name for p in checkpoints.iterdir() if ".del-" in p.name or ".tmp" in p.name]
+    FileCheckpointer(checkpoints).load()  # latest names an intact checkpoint (the old one or the new one)
 
 
 def test_a_run_s_start_removes_what_dead_writers_left(tmp_path: Path) -> None:
