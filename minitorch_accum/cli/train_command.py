@@ -15,7 +15,7 @@ from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed.launch_environment import launched_world_size
 from minitorch_accum.observe.chrome_trace import rank_trace_path
 from minitorch_accum.optim import SGD, AdamW, Optimizer
-from minitorch_accum.train import History, Learner, LearnerBuilder
+from minitorch_accum.train import History, Learner, LearnerBuilder, RunCompleteError, StopRequest
 from minitorch_accum.train.settings import for_learner
 
 __all__ = ["build_run", "make_optimizer", "run_training", "train_command"]
@@ -62,21 +62,43 @@ def build_run(values: Mapping[str, Any]) -> tuple[Learner, DataLoader, DataLoade
 def train_command(values: Mapping[str, Any]) -> int:
     if values["resume"] and values["overwrite"]:
         raise ValueError("--resume continues the run in --out and --overwrite replaces it: give one of them")
+    # SIGINT and SIGTERM are caught from here to the last line printed: one before fit stops it at its
+    # first safe point with a checkpoint, one after it is complete exits with its status (130, 143)
+    with StopRequest().installed() as stop:
+        try:
+            history = _train(values, stop)
+        except RunCompleteError as complete:
+            if complete.rank == 0:
+                print(f"maccum train: {complete}")
+            return 0
+        if history is None:
+            return 0  # stopped with q in the terminal monitor: said so, checkpointed
+        if history.rank == 0:
+            _report(values, history)
+        if stop.signal is not None:
+            print(f"maccum train: signal {stop.signal} came after the run completed ({len(history.steps)} optimizer "
+                  f"steps); {Path(values['out']) / 'final.safetensors'} is written: the run is complete, nothing "
+                  "to resume", file=sys.stderr, flush=True)
+            return 128 + stop.signal
+    return 0
+
+
+def _train(values: Mapping[str, Any], stop: StopRequest) -> History | None:
     if values["tui"]:
         from minitorch_accum.cli.monitor_command import monitor_unavailable, train_with_monitor
 
         why_not = monitor_unavailable()
         if why_not is None:
-            history = train_with_monitor(values)
-            if history is None:
-                return 0  # stopped with q: said so, checkpointed
-        else:
-            print(f"maccum train: --tui {why_not}; showing the plain progress instead", file=sys.stderr)
-            history = run_training({**values, "progress": "plain"})
-    else:
-        history = run_training(values)
-    if history.rank != 0:
-        return 0  # rank 0 reports for the job
+            return train_with_monitor(values)
+        print(f"maccum train: --tui {why_not}; showing the plain progress instead", file=sys.stderr)
+        values = {**values, "progress": "plain"}
+    learner, train, valid = build_run(values)
+    learner.stop_request = stop  # a signal caught while the run was built stops fit at its first safe point
+    _, history = learner.fit(train, valid, resume=values["resume"], overwrite=values["overwrite"])
+    return history
+
+
+def _report(values: Mapping[str, Any], history: History) -> None:
     last = history.valid[-1] if history.valid else {}
     final_loss = "-" if history.final_loss is None else f"{history.final_loss:.4f}"
     print(f"trained {len(history.steps)} optimizer steps; final train loss {final_loss}"
@@ -93,4 +115,3 @@ def train_command(values: Mapping[str, Any]) -> int:
         wrote.append(f"the trace {trace}" + (f" (and one per rank beside it, {ranks} in all)" if ranks > 1 else "")
                      + " (open it in ui.perfetto.dev)")
     print(f"wrote {', '.join(wrote[:-1])} and {wrote[-1]}")
-    return 0

@@ -13,12 +13,12 @@ from minitorch_accum.train.history import History
 from minitorch_accum.train.learner import Learner
 from minitorch_accum.train.memory_budget import MemoryBudgetError, MemoryPlan
 from minitorch_accum.train.metrics import MetricsLogError
-from minitorch_accum.train.run_directory import RunDirectoryError, check_run_directory
+from minitorch_accum.train.run_directory import RunCompleteError, RunDirectoryError, check_run_directory
 from minitorch_accum.train.run_lock import RunLock, RunLockedError
 from minitorch_accum.train.run_settings import SettingsMismatchError
 from minitorch_accum.train.settings import SETTINGS, LearnerConfig, Setting
 from minitorch_accum.train.step import Classifier, TrainOutput, ValidOutput
-from minitorch_accum.train.stop_request import TrainingAborted, TrainingInterrupted
+from minitorch_accum.train.stop_request import StopRequest, TrainingAborted, TrainingInterrupted
 
 __all__ = [
     "SETTINGS",
@@ -35,11 +35,13 @@ __all__ = [
     "MemoryBudgetError",
     "MemoryPlan",
     "MetricsLogError",
+    "RunCompleteError",
     "RunDirectoryError",
     "RunLock",
     "RunLockedError",
     "Setting",
     "SettingsMismatchError",
+    "StopRequest",
     "TrainOutput",
     "TrainingAborted",
     "TrainingInterrupted",

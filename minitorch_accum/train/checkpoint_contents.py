@@ -2,14 +2,17 @@
 
 The checkpoint package verifies bytes (every file against its SHA-256, the record against its
 own); a record can still be re-signed by hand, or written by another model. So a resume first
-checks the contents against the learner it is about to fill: every state key with its type (the
-numerics fingerprint field by field), the model's arrays by name, shape and dtype and finite, each
-optimizer slot the optimizer keeps (by name, shape and dtype, finite; none dropped), the
-accumulator's arrays and the window's
-sums (the items of the micro-batches it holds), the RNG, scheduler and loss-scaler states, and
-positions inside the data. The first thing wrong raises one CheckpointError naming it and the
-file it is in; nothing has been loaded then, so the learner, its model and the checkpoint
-directory are as they were.
+checks the contents against the learner it is about to fill: every state key with its type
+(each one a checkpoint of this version writes, and no other; the numerics fingerprint field by
+field), the model's arrays by name, shape
+and dtype and finite, each optimizer slot the optimizer keeps (by name, shape and dtype, finite;
+none dropped), the accumulator's arrays and the window's sums, the RNG, scheduler and
+loss-scaler states, and the record's facts against each other and the data: the position is a
+window boundary of the recorded settings (or inside one window, one process), the optimizer
+steps are the windows closed before it, the window's items are those of its micro-batches, a
+pending validation is at an epoch's end. The first thing wrong raises one CheckpointError naming
+it and the file it is in; nothing has been loaded then, so the learner, its model and the
+checkpoint directory are as they were.
 """
 
 from __future__ import annotations
@@ -24,13 +27,36 @@ import numpy as np
 
 from minitorch_accum.backend.numerics import NumericsFingerprint
 from minitorch_accum.data import DataLoader
+from minitorch_accum.nn import functional as F
 from minitorch_accum.train.checkpoint import CheckpointError
+from minitorch_accum.train.run_settings import upgrade_record
+from minitorch_accum.train.step import Classifier
 from minitorch_accum.train.window_record import WindowTotals
 
 if TYPE_CHECKING:
     from minitorch_accum.train.learner import Learner
 
-__all__ = ["check_checkpoint_contents", "check_checkpoint_record"]
+__all__ = ["STATE_KEYS", "check_checkpoint_contents", "check_checkpoint_record"]
+
+#: the keys of a Learner checkpoint's state, as ``train/resume.py`` writes them
+STATE_KEYS = ("epoch", "next_batch", "step", "world_size", "validated", "rng", "rng_ranks", "scheduler",
+              "optimizer", "accumulator", "window", "settings", "config", "window_origin", "numerics")
+# what earlier versions wrote, oldest first (each added keys to the one before): a record holds exactly
+# the keys of one of them, so a key dropped from a record of its version is refused, not defaulted
+_FIRST_LAYOUT = ("epoch", "next_batch", "step", "rng", "scheduler", "optimizer", "accumulator", "window", "config")
+_LAYOUTS = tuple(_FIRST_LAYOUT + added for added in (
+    (),  # no settings (reduction and fusion are in config), one process, validated
+    ("world_size", "validated", "settings"),
+    ("world_size", "validated", "settings", "rng_ranks"),
+    # the windows' origin and the numerics fingerprint (this version)
+    ("world_size", "validated", "settings", "rng_ranks", "window_origin", "numerics"),
+))
+assert set(_LAYOUTS[-1]) == set(STATE_KEYS)
+_OPTIMIZER_KEYS = ("step_count", "skipped_steps", "hyperparameters", "scalars")
+_ACCUMULATOR_KEYS = ("steps", "reduction", "fusion", "micro_step", "items", "window_index", "skipped_windows",
+                     "loss_scaler", "store")
+_CONFIG_KEYS = ("reduction", "fusion", "num_epochs")
+_ORIGIN_KEYS = ("epoch", "next_batch", "step")
 
 _STATE = "state.json"
 _INT, _NUMBER, _BOOL, _DICT, _LIST, _STR = "an int", "a number", "a bool", "an object", "a list", "a string"
@@ -96,14 +122,25 @@ def _at_least(value: int, low: int, key: str) -> int:
     return value
 
 
+def _only_keys(table: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise _ContentError(_STATE, f"{where} holds {', '.join(map(repr, unknown))}, which no checkpoint of this "
+                                    "version writes")
+
+
 def _check_record(state: Any) -> None:
     top = "the state"
-    _at_least(_need(state, "epoch", _INT, top), 0, "epoch")
+    if type(state) is not dict:
+        raise _ContentError(_STATE, "the state is not an object")
+    _only_keys(state, STATE_KEYS, "the state")
+    _check_layout(state)
+    epoch = _at_least(_need(state, "epoch", _INT, top), 0, "epoch")
     next_batch = _at_least(_need(state, "next_batch", _INT, top), 0, "next_batch")
-    _at_least(_need(state, "step", _INT, top), 0, "step")
-    # absent from the records of earlier versions (one process); present, a count: 0 or null is refused, not read as 1
+    step = _at_least(_need(state, "step", _INT, top), 0, "step")
+    # absent from the first layout (one process); present, a count: 0 or null is refused, not read as 1
     world = _at_least(_need(state, "world_size", _INT, top) if "world_size" in state else 1, 1, "world_size")
-    _need(state, "validated", _BOOL, top, optional=True)
+    _need(state, "validated", _BOOL, top, optional="validated" not in state)
     _check_rng(_need(state, "rng", _DICT, top), "rng")
     ranks = _need(state, "rng_ranks", _LIST, top, optional=True)
     if world > 1:
@@ -111,14 +148,50 @@ def _check_record(state: Any) -> None:
             raise _ContentError(_STATE, f"'rng_ranks' must hold the RNG state of each of the {world} ranks")
         for rank, rng in enumerate(ranks):
             _check_rng(rng, f"rng_ranks[{rank}]")
-    if _need(state, "settings", _DICT, top, optional=True) is None:
-        _need(state, "config", _DICT, top)  # a record of an earlier version: its settings are here
-    _check_numerics(_need(state, "numerics", _DICT, top, optional=True))  # absent from earlier versions' records
+    settings = _need(state, "settings", _DICT, top, optional="settings" not in state) or {}
+    config = _need(state, "config", _DICT, top)
+    _check_config(config, settings)
+    _check_numerics(_need(state, "numerics", _DICT, top, optional="numerics" not in state))
     _need(state, "scheduler", _DICT, top, optional=True)
     _check_optimizer_record(_need(state, "optimizer", _DICT, top))
     meta = _need(state, "accumulator", _DICT, top)
     _check_accumulator_record(meta, next_batch, world)
+    for key in ("reduction", "fusion"):
+        if meta[key] != config[key]:
+            raise _ContentError(_STATE, f"the accumulator's {key} is {meta[key]!r}, the config's {config[key]!r}")
     _check_window(_need(state, "window", _DICT, top), meta)
+    if "window_origin" in state:
+        _check_origin(_need(state, "window_origin", _DICT, top), (epoch, next_batch - meta["micro_step"]), step)
+
+
+def _check_layout(state: dict[str, Any]) -> None:
+    """The keys of ``state`` are those of one version's layout: else the first key missing is named."""
+    held = set(state)
+    if any(held == set(layout) for layout in _LAYOUTS):
+        return
+    closest = next((layout for layout in _LAYOUTS if held <= set(layout)), _LAYOUTS[-1])
+    missing = next(key for key in closest if key not in held)
+    later = [key for key in closest if key in held and key not in _FIRST_LAYOUT]
+    raise _ContentError(_STATE, f"lacks {missing!r}" + (
+        f" (a record that holds {later[0]!r} was written with it)" if later and missing not in _FIRST_LAYOUT else ""))
+
+
+def _check_config(config: dict[str, Any], settings: dict[str, Any]) -> None:
+    _only_keys(config, _CONFIG_KEYS, "'config'")
+    for key in ("reduction", "fusion"):
+        _need(config, key, _STR, "config")
+        if key in settings and settings[key] != config[key]:
+            raise _ContentError(_STATE, f"the config's {key} is {config[key]!r}, the settings' {settings[key]!r}")
+    _at_least(_need(config, "num_epochs", _INT, "config"), 1, "num_epochs")
+
+
+def _check_origin(origin: dict[str, Any], position: tuple[int, int], step: int) -> None:
+    _only_keys(origin, _ORIGIN_KEYS, "'window_origin'")
+    at = tuple(_at_least(_need(origin, key, _INT, "window_origin"), 0, key) for key in _ORIGIN_KEYS)
+    if at[:2] > position or at[2] > step:
+        raise _ContentError(_STATE, f"'window_origin' is epoch {at[0]}, micro-batch {at[1]}, step {at[2]}: after "
+                                    f"the checkpoint's own position (epoch {position[0]}, micro-batch {position[1]}, "
+                                    f"step {step})")
 
 
 def _check_numerics(numerics: dict[str, Any] | None) -> None:
@@ -133,6 +206,7 @@ def _check_fit(learner: Learner, state: dict[str, Any], loader: DataLoader) -> N
     if state["next_batch"] > len(loader):
         raise _ContentError(_STATE, f"'next_batch' is {state['next_batch']}, beyond the {len(loader)} micro-batches "
                                     "of an epoch of this data")
+    _check_position(learner, state, loader)
     scheduler, scheduler_state = learner.config.lr_scheduler, state["scheduler"]
     if scheduler is not None and scheduler_state is not None:
         _try_load("scheduler", lambda: copy.deepcopy(scheduler).load_state_dict(scheduler_state))
@@ -145,6 +219,76 @@ def _check_fit(learner: Learner, state: dict[str, Any], loader: DataLoader) -> N
     scaler, scaler_state = learner.accumulator.loss_scaler, state["accumulator"].get("loss_scaler")
     if scaler is not None and scaler_state:
         _try_load("loss_scaler", lambda: copy.deepcopy(scaler).load_state_dict(scaler_state))
+
+
+def _window_size(settings: dict[str, Any], epoch: int) -> int | None:
+    """Micro-batches (of all ranks) in a window of ``epoch`` under the recorded settings; None when
+    the record does not say."""
+    schedule = settings.get("accumulation_schedule")
+    if isinstance(schedule, dict) and schedule:
+        starts = [int(e) for e in schedule if str(e).isdigit() and int(e) <= epoch]
+        size = schedule.get(str(max(starts))) if starts else None
+    elif settings.get("effective_batch") and settings.get("micro_batch"):
+        size = settings["effective_batch"] // settings["micro_batch"]
+    else:
+        size = settings.get("window_micro_batches")
+    return size if type(size) is int and size > 0 else None
+
+
+def _windows(micro_batches: int, size: int, first: int, drop_last: bool) -> list[tuple[int, int]]:
+    """(first, stop) of each window of an epoch from micro-batch ``first`` on (as ``rank_windows``)."""
+    spans = [(start, min(start + size, micro_batches)) for start in range(first, micro_batches, size)]
+    return [(a, b) for a, b in spans if not (drop_last and b - a < size)]
+
+
+def _check_position(learner: Learner, state: dict[str, Any], loader: DataLoader) -> None:
+    """The position, the steps and the window's items against each other, under the recorded settings:
+    a hand-edited ``next_batch`` or ``step`` would resume, silently, to another run."""
+    if "settings" not in state:
+        return  # a record of the first layout does not say how large its windows were
+    settings = upgrade_record(state["settings"])
+    if settings.get("micro_batch") not in (None, loader.batch_size):
+        return  # an allowed change of the micro-batch: positions were counted in the old one
+    epoch, next_batch, step = state["epoch"], state["next_batch"], state["step"]
+    meta, world = state["accumulator"], state["world_size"]
+    micro, start = meta["micro_step"], state["next_batch"] - meta["micro_step"]
+    origin = state.get("window_origin") or dict.fromkeys(_ORIGIN_KEYS, 0)
+    drop_last = bool(settings.get("drop_last_window"))
+    sizes = {e: _window_size(settings, e) for e in range(origin["epoch"], epoch + 1)}
+    if None in sizes.values():
+        return  # a record that does not say how large its windows were
+    if meta["steps"] * world != sizes[epoch]:
+        raise _ContentError(_STATE, f"the accumulator's window is {meta['steps']} micro-batches x {world} rank(s), "
+                                    f"the settings' {sizes[epoch]} in epoch {epoch}")
+    n = len(loader)
+    expected = origin["step"] + sum(
+        len(_windows(n, sizes[e], origin["next_batch"] if e == origin["epoch"] else 0, drop_last))
+        for e in range(origin["epoch"], epoch))
+    first = origin["next_batch"] if epoch == origin["epoch"] else 0
+    windows = _windows(n, sizes[epoch], first, drop_last)
+    boundaries = [first] + [stop for _, stop in windows]
+    grid = f"windows of {sizes[epoch]} micro-batches" + (f" from micro-batch {first}" if first else "")
+    held = f" with {micro} micro-batch(es) of an open window" if micro else ""
+    if start not in boundaries:
+        raise _ContentError(_STATE, f"'next_batch' is {next_batch}{held}, which puts a window's start at micro-batch "
+                                    f"{start} of epoch {epoch}: not a window boundary ({grid})")
+    if micro and not any(a == start and next_batch < b for a, b in windows):
+        raise _ContentError(_STATE, f"'next_batch' is {next_batch}{held}: beyond the window that starts at "
+                                    f"micro-batch {start} ({grid})")
+    expected += sum(stop <= start for _, stop in windows)
+    if step != expected:
+        raise _ContentError(_STATE, f"'step' is {step}, but micro-batch {start} of epoch {epoch} comes after "
+                                    f"{expected} optimizer steps ({grid} over epochs of {n} micro-batches)")
+    if not state["validated"] and (micro or start != boundaries[-1]):
+        raise _ContentError(_STATE, f"'validated' is false at micro-batch {next_batch} of epoch {epoch}: only a "
+                                    "checkpoint at an epoch's end waits for its validation")
+    model = learner.step_model
+    if micro and world == 1 and isinstance(model, Classifier):
+        items = sum(F.count_items(np.asarray(loader.batch(epoch, index)[1]), model.ignore_index)
+                    for index in range(start, next_batch))
+        if items != meta["items"]:
+            raise _ContentError(_STATE, f"the window records {meta['items']} items, but its micro-batches "
+                                        f"{start}-{next_batch - 1} of epoch {epoch} hold {items}")
 
 
 def _check_rng(rng: Any, key: str) -> None:
@@ -167,6 +311,7 @@ def _try_load(key: str, load: Any) -> None:
 
 def _check_optimizer_record(opt: dict[str, Any]) -> None:
     where = "optimizer"
+    _only_keys(opt, _OPTIMIZER_KEYS, "'optimizer'")
     _at_least(_need(opt, "step_count", _INT, where), 0, "step_count")
     _at_least(_need(opt, "skipped_steps", _INT, where), 0, "skipped_steps")
     _need(opt, "hyperparameters", _DICT, where)
@@ -177,7 +322,8 @@ def _check_optimizer_record(opt: dict[str, Any]) -> None:
 
 def _check_accumulator_record(meta: dict[str, Any], next_batch: int, world: int) -> None:
     where = "accumulator"
-    _at_least(_need(meta, "steps", _INT, where), 1, "steps")
+    _only_keys(meta, _ACCUMULATOR_KEYS, "'accumulator'")
+    steps = _at_least(_need(meta, "steps", _INT, where), 1, "steps")
     _need(meta, "reduction", _STR, where)
     _need(meta, "fusion", _STR, where)
     micro = _at_least(_need(meta, "micro_step", _INT, where), 0, "micro_step")
@@ -190,6 +336,12 @@ def _check_accumulator_record(meta: dict[str, Any], next_batch: int, world: int)
     if world == 1 and micro > next_batch:
         raise _ContentError(_STATE, f"the window holds {micro} micro-batches, but its position is micro-batch "
                                     f"{next_batch}")
+    if micro >= steps * world:
+        raise _ContentError(_STATE, f"the window holds {micro} micro-batches, a whole window of {steps} x {world} "
+                                    "rank(s): it would have closed")
+    if world > 1 and micro:
+        raise _ContentError(_STATE, f"the window holds {micro} micro-batches, but {world} ranks save only at "
+                                    "a window's end")
 
 
 def _check_window(window: dict[str, Any], meta: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ its configuration is the table in ``train/settings.py``, a window's metrics line
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from minitorch_accum.distributed.launch import make_communicator
 from minitorch_accum.distributed.parameter_sync import broadcast_parameters, parameters_agree
 from minitorch_accum.distributed.rank_agreement import check_ranks_agree, compare_rank_numerics
 from minitorch_accum.distributed.zero import ZeroRedundancy, ZeroRedundancyOptimizer
+from minitorch_accum.durable_files import describe_os_error
 from minitorch_accum.nn import Module
 from minitorch_accum.observe import PeakMemory
 from minitorch_accum.observe.trace import trace_span
@@ -42,12 +44,12 @@ from minitorch_accum.train.metrics import MetricsLog
 from minitorch_accum.train.progress import Progress, make_progress
 from minitorch_accum.train.resume import LearnerCheckpoints
 from minitorch_accum.train.run_agreement import describe_run
-from minitorch_accum.train.run_directory import RunDirectoryError, check_run_directory
+from minitorch_accum.train.run_directory import RunCompleteError, RunDirectoryError, check_run_directory
 from minitorch_accum.train.run_lock import RunLock
 from minitorch_accum.train.settings import LearnerConfig
 from minitorch_accum.train.step import Classifier, TrainOutput
-from minitorch_accum.train.stop_request import StopRequest, TrainingInterrupted
-from minitorch_accum.train.training_trace import TrainingTrace
+from minitorch_accum.train.stop_request import StopRequest, TrainingAborted, TrainingInterrupted
+from minitorch_accum.train.training_trace import TraceWriteError, TrainingTrace
 from minitorch_accum.train.window_record import WindowTotals, step_record
 
 __all__ = ["Learner"]
@@ -114,12 +116,20 @@ class Learner:
         self._deferred_checkpoint: tuple[int, int] | None = None
         #: the trace of the last fit (``trace_out``), written when it ended
         self.training_trace: TrainingTrace | None = None
+        # a signal the ranks agreed on after the last step (the run completes, then stops with it)
+        self._end_signal: int | None = None
 
     @property
     def stop_request(self) -> StopRequest:
         """Where a stop is asked for (Ctrl-C, SIGTERM, the terminal monitor's q): acted on at the next
         safe point, with a checkpoint."""
         return self._stop
+
+    @stop_request.setter
+    def stop_request(self, request: StopRequest) -> None:
+        # a caller that caught signals before fit (maccum train from its first line) hands its request
+        # over: a signal already in it stops fit at its first safe point, one after fit stays in it
+        self._stop = request
 
     @staticmethod
     def _check_distributed(config: LearnerConfig) -> None:
@@ -164,32 +174,56 @@ class Learner:
         """Train for ``num_epochs``; returns (model, history).
 
         ``resume=True`` restores the latest intact checkpoint in the directory and goes on from
-        it; a new run into a directory that already holds one is refused unless ``overwrite``
-        (which removes only what this library wrote there). One run at a time holds the
-        directory's lock. Ctrl-C or SIGTERM finishes the micro-batch (data-parallel: the
-        window), saves a checkpoint and raises TrainingInterrupted (a KeyboardInterrupt); a
-        second Ctrl-C before that checkpoint is saved raises TrainingAborted at once, without
-        one (``train/stop_request.py``).
+        it (RunCompleteError when the run there is complete: nothing to resume); a new run into
+        a directory that already holds one is refused unless ``overwrite`` (which removes only
+        what this library wrote there). One run at a time holds the directory's lock.
+
+        Ctrl-C or SIGTERM, from the start of fit to the last byte of ``final.safetensors``,
+        finishes the micro-batch (data-parallel: the window), saves a checkpoint and raises
+        TrainingInterrupted (a KeyboardInterrupt); one that comes after the last optimizer step
+        lets the final parameters be written first (``complete``). A second Ctrl-C before the
+        stop's checkpoint is saved raises TrainingAborted at once, without one
+        (``train/stop_request.py``). The trace (``trace_out``) is written after the final
+        parameters, so failing to write it never costs them.
 
         Data-parallel, every rank first checks that all ranks mean the same run (settings, data,
         model: ``train/run_agreement.py``) and raises the same RanksDisagreeError otherwise; ranks that
         compute with another BLAS kernel or NumPy SIMD target are named in one line, or refused with
         ``strict_numerics`` (``backend/numerics.py``), as is a resume on a machine that computes otherwise
         than the checkpoint's."""
-        with contextlib.ExitStack() as hold:
-            if self.world_size > 1:  # a signal to one rank during the start-up stops every rank at the first window
+        try:
+            with contextlib.ExitStack() as hold:
+                # from the lock to the last byte: a signal at any instant leaves a checkpoint or a complete run
                 hold.enter_context(self._stop.installed())
-            failure: Exception | None = None
-            if self.is_main:  # rank 0 alone owns the directory
-                try:
-                    hold.enter_context(RunLock(self.directory))
-                    check_run_directory(self.directory, resume=resume, overwrite=overwrite)
-                except (RunDirectoryError, CheckpointError, OSError) as error:
-                    failure = error
-            if self.comm.agree(failure is not None):  # every rank stops, none waits in a collective
-                raise failure if failure is not None else RunDirectoryError(
-                    f"rank 0 could not start the run in {self.directory} (see its message)")
-            return self._fit(train_loader, valid_loader, resume)
+                self._start_run(hold, resume, overwrite)
+                return self._fit(train_loader, valid_loader, resume)
+        except (TrainingInterrupted, TrainingAborted):
+            self._stop.signal = None  # acted on: a later fit of this learner starts afresh
+            raise
+
+    def _start_run(self, hold: contextlib.ExitStack, resume: bool, overwrite: bool) -> None:
+        """Rank 0 takes the directory's lock and checks it may start there (a resume: that the run
+        is not complete); every rank raises the same kind of error when it may not."""
+        failure: Exception | None = None
+        if self.is_main:  # rank 0 alone owns the directory
+            try:
+                hold.enter_context(RunLock(self.directory))
+                check_run_directory(self.directory, resume=resume, overwrite=overwrite)
+                self.checkpoints.remove_leftovers()
+                if resume:
+                    self.checkpoints.check_not_complete(self.config.num_epochs)
+            except (RunDirectoryError, CheckpointError, OSError) as error:
+                failure = error
+        outcome = 0 if failure is None else 2 if isinstance(failure, RunCompleteError) else 1
+        if self.world_size > 1:  # every rank stops, none waits in a collective
+            outcome = int(self.comm.allreduce_scalars([outcome if self.is_main else 0], np.int64)[0])
+        if failure is not None:
+            raise failure
+        if outcome == 2:
+            raise RunCompleteError(f"the run in {self.directory} is complete (see rank 0's message): nothing to resume",
+                                   rank=self.rank)
+        if outcome:
+            raise RunDirectoryError(f"rank 0 could not start the run in {self.directory} (see its message)")
 
     def _fit(self, train_loader: DataLoader, valid_loader: DataLoader | None, resume: bool) -> tuple[Module, History]:
         config = self.config
@@ -215,6 +249,7 @@ class Learner:
                 self.history.steps = [r for r in log.records if r.get("kind") == "train"]
                 self.history.valid = [r for r in log.records if r.get("kind") == "valid"]
         else:
+            self.checkpoints.window_origin = {"epoch": 0, "next_batch": 0, "step": self.step}
             if log is not None:
                 log.reset()
             if config.seed is not None:
@@ -234,7 +269,9 @@ class Learner:
         if config.trace_out is not None:
             self.training_trace = TrainingTrace(config.trace_out, self.accumulator, self.comm)
         try:
-            with self._stop.installed(), self.training_trace or contextlib.nullcontext():
+            with self.training_trace or contextlib.nullcontext():
+                if self.world_size == 1 and self._stop.signal is not None:  # before the first micro-batch
+                    self._interrupt_at_start(start_epoch, start_batch, resume, progress)
                 if resume and not self.validated and valid_loader is not None:
                     self._validate(start_epoch - 1, valid_loader, log, progress)  # the kill came before it
                 for epoch in range(start_epoch, config.num_epochs):
@@ -244,11 +281,67 @@ class Learner:
                         self._validate(epoch, valid_loader, log, progress)
                         if self._deferred_checkpoint is not None:
                             self.checkpoints.save(*self._deferred_checkpoint)
+                self._stop.finishing()  # every step is taken: what follows writes the run's result
+        except BaseException:
+            self._write_trace(complete=False, final=None)
+            raise
         finally:
             progress.stop()
-        if self.is_main:
-            self.checkpoints.save_final()
+        final = self._save_final()
+        self._write_trace(complete=True, final=final)
+        # one process: any signal so far; data-parallel: the one the ranks agreed on (a later one stays
+        # in the stop request, for the caller: maccum train then exits with its status)
+        end = self._stop.signal if self.world_size == 1 else self._end_signal
+        if end is not None:  # it came after the last step: the run is complete, then stopped
+            raise TrainingInterrupted(end, final, self.step, self.comm if self.world_size > 1 else None,
+                                      complete=True)
         return self.model, self.history
+
+    def _save_final(self) -> Path | None:
+        """Rank 0 writes ``final.safetensors``; data-parallel, the ranks then agree (one collective)
+        on whether it was written and on any signal received since the last window, so every rank
+        ends alike (``_end_signal``: the signal to stop with once the run is complete)."""
+        failure: RunDirectoryError | None = None
+        final = None
+        if self.is_main:
+            try:
+                final = self.checkpoints.save_final()
+            except RunDirectoryError as error:
+                failure = error
+        self._end_signal = None
+        if self.world_size > 1:
+            mine = self._stop.signal or 0
+            terms, ints, failed = (int(v) for v in self.comm.allreduce_scalars(
+                [mine == signal.SIGTERM, mine == signal.SIGINT, failure is not None], np.int64))
+            self._end_signal = signal.SIGTERM if terms else signal.SIGINT if ints else None
+            if failed and failure is None:
+                failure = RunDirectoryError(f"rank 0 could not write {self.directory / 'final.safetensors'} "
+                                            "(see its message)")
+        if failure is not None:
+            raise failure
+        return final
+
+    def _write_trace(self, complete: bool, final: Path | None) -> None:
+        """Write this rank's trace, if one was recorded. After a complete run, failing says the final
+        parameters were kept; on the way out of a stop or an error it is said on stderr and the stop
+        goes on."""
+        if self.training_trace is None:
+            return
+        try:
+            self.training_trace.write()
+        except OSError as error:
+            what = f"cannot write the trace {self.training_trace.path}: {describe_os_error(error)}"
+            if complete:
+                kept = final if final is not None else "final.safetensors (written by rank 0)"
+                raise TraceWriteError(f"{what}; the run is complete: {kept} was kept") from error
+            print(f"maccum: {what}", file=sys.stderr, flush=True)
+
+    def _interrupt_at_start(self, epoch: int, next_batch: int, resume: bool, progress: Progress) -> None:
+        """A signal came before the first micro-batch (one process): stop with a checkpoint of the start."""
+        path = self.checkpoints.restored_from if resume else self.checkpoints.save(epoch, next_batch)
+        self._stop.saved()
+        progress.message(f"interrupted: saved {path}; resume with fit(..., resume=True) or maccum train --resume")
+        raise TrainingInterrupted(self._stop.signal or signal.SIGINT, path, self.step)
 
     def _train_epoch(self, epoch: int, loader: DataLoader, start_batch: int, log: MetricsLog | None,
                      validates: bool, progress: Progress) -> None:

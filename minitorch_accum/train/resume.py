@@ -2,18 +2,25 @@
 
 A checkpoint of a run holds the parameters, the optimizer's state, the gradient arena (so a
 checkpoint taken mid-window resumes mid-window), the window's sums, the scheduler, every
-rank's RNG state, the position in the data, the run's settings and what rank 0 computed with (its
-numerics fingerprint, ``backend/numerics.py``). Rank 0 writes; every rank takes part (its RNG
-state, ZeRO-1's shards). A resume restores all of it, refusing a run made with other settings
-(``train/run_settings.py``) unless that is allowed; on a machine that computes with another BLAS
-kernel or NumPy SIMD target it says so in one line (the resumed run then equals an uninterrupted
-one up to rounding, not bit for bit), or refuses with ``strict_numerics``.
+rank's RNG state, the position in the data, where its windows began, the run's settings and
+what rank 0 computed with (its numerics fingerprint, ``backend/numerics.py``). Rank 0 writes;
+every rank takes part (its RNG state, ZeRO-1's shards). A resume restores all of it, refusing a
+run made with other settings (``train/run_settings.py``) unless that is allowed; on a machine
+that computes with another BLAS kernel or NumPy SIMD target it says so in one line (the resumed
+run then equals an uninterrupted one up to rounding, not bit for bit), or refuses with
+``strict_numerics``.
+
+A run is complete when ``final.safetensors`` holds its parameters and, in the same file (so one
+atomic replace writes both), the record that the run finished: its optimizer steps, epochs and
+the time it was written. A resume of a complete run says so instead of training again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +37,11 @@ from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed.checkpoint_broadcast import gather_json, share_checkpoint
 from minitorch_accum.durable_files import describe_os_error, replace_file_atomically
 from minitorch_accum.train.checkpoint import FileCheckpointer
+from minitorch_accum.train.checkpoint.catalog import looks_intact, newest_first, scan
+from minitorch_accum.train.checkpoint.leftovers import process_alive
 from minitorch_accum.train.checkpoint_contents import check_checkpoint_contents, check_checkpoint_record
 from minitorch_accum.train.progress import Progress
-from minitorch_accum.train.run_directory import RunDirectoryError
+from minitorch_accum.train.run_directory import RunCompleteError, RunDirectoryError
 from minitorch_accum.train.run_settings import (
     SettingsMismatchError,
     compare_settings,
@@ -45,10 +54,32 @@ from minitorch_accum.train.run_settings import (
 if TYPE_CHECKING:
     from minitorch_accum.train.learner import Learner
 
-__all__ = ["LearnerCheckpoints"]
+__all__ = ["FINAL", "LearnerCheckpoints", "read_final_record"]
 
 #: a checkpoint's position: (optimizer step, epoch, next micro-batch)
 Position = tuple[int, int, int]
+#: the run's final parameters, and the record that it finished
+FINAL = "final.safetensors"
+# the metadata of final.safetensors that marks a finished run (older versions wrote none)
+_FINISHED = "minitorch_accum.run"
+
+
+def read_final_record(path: Path) -> dict[str, Any] | None:
+    """What ``final.safetensors`` at ``path`` says of the run that wrote it ({"steps", "epochs",
+    "written_at"}), or None when it is missing, unreadable or written by an earlier version."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        if not path.is_file():
+            return None
+        with safe_open(str(path), "numpy") as handle:
+            metadata = handle.metadata() or {}
+        if metadata.get(_FINISHED) != "finished":
+            return None
+        return {"steps": int(metadata["steps"]), "epochs": int(metadata["epochs"]),
+                "written_at": metadata["written_at"]}
+    except (OSError, SafetensorError, KeyError, ValueError):
+        return None
 
 
 class LearnerCheckpoints:
@@ -60,7 +91,7 @@ class LearnerCheckpoints:
         self.checkpointer = FileCheckpointer(learner.directory / "checkpoints", keep=learner.config.checkpoint_keep)
         #: what this run is made of, recorded in each checkpoint (set when fit starts)
         self.settings: dict[str, Any] = {}
-        #: the position and path of the last checkpoint written (a stop does not save it twice)
+        #: the position and path of the last checkpoint written or restored (a stop does not save it twice)
         self.last_saved: tuple[Position | None, Path | None] = (None, None)
         self.restored_from: Path | None = None
         self._numerics: NumericsFingerprint | None = None
@@ -71,6 +102,10 @@ class LearnerCheckpoints:
         if self._numerics is None:
             self._numerics = numerics_fingerprint()
         return self._numerics
+
+        #: (epoch, micro-batch, step) where the windows of these settings began: the run's start, or a
+        #: resume that changed settings; a resume checks a checkpoint's position against it
+        self.window_origin: dict[str, int] = {"epoch": 0, "next_batch": 0, "step": 0}
 
     def record(self, loader: DataLoader) -> dict[str, Any]:
         """This run's settings, for the checkpoints and the resume comparison."""
@@ -109,6 +144,7 @@ class LearnerCheckpoints:
             "settings": self.settings,
             "numerics": self.numerics.as_dict(),
             "config": {"reduction": config.reduction, "fusion": config.fusion, "num_epochs": config.num_epochs},
+            "window_origin": dict(self.window_origin),
         }
         arrays = {"model": learner.step_model.to_record(), "optimizer": opt_arrays,
                   "accumulator": acc_state["arrays"]}
@@ -124,7 +160,7 @@ class LearnerCheckpoints:
         on another number of ranks, re-derive k per rank so the window keeps its size."""
         learner, config = self.learner, self.learner.config
         saved = state.get("settings")
-        if saved is None:  # a checkpoint of an earlier version: only these were recorded
+        if saved is None:  # a checkpoint of the first layout: only these were recorded
             saved = {**self.settings, **{k: v for k, v in state["config"].items() if k in ("reduction", "fusion")}}
         saved = upgrade_record(saved)
         saved_world = int(state.get("world_size", 1))
@@ -154,8 +190,13 @@ class LearnerCheckpoints:
                 f"resume: the checkpoint in {self.checkpointer.directory} was written with other settings: "
                 f"{describe_changes(changes)}; resume with the same settings, or allow the change "
                 "(allow_config_change / --allow-config-change)")
+        origin = state.get("window_origin", {"epoch": 0, "next_batch": 0, "step": 0})
         if changes:
             progress.message(f"resuming with changed settings: {describe_changes(changes)}")
+            # the windows of the new settings begin here (a new k shifts every window after it)
+            origin = {"epoch": state["epoch"], "next_batch": state["next_batch"] - state["accumulator"]["micro_step"],
+                      "step": state["step"]}
+        self.window_origin = dict(origin)
 
     def compare_numerics(self, state: dict[str, Any]) -> str | None:
         """None when the checkpoint was written computing as this process does (or by a version that did
@@ -217,19 +258,62 @@ class LearnerCheckpoints:
         learner.step = int(state["step"])
         learner.validated = bool(state.get("validated", True))
         epoch, next_batch = int(state["epoch"]), int(state["next_batch"])
+        self.last_saved = ((learner.step, epoch, next_batch), self.restored_from)  # a stop right away saves nothing
         if next_batch >= len(loader):
             epoch, next_batch = epoch + 1, 0
         notes.insert(0, f"resumed from step {learner.step} (epoch {epoch}, micro-batch {next_batch})"
                         + (f" of {self.restored_from}" if learner.is_main else ""))
         return epoch, next_batch
 
-    def save_final(self) -> None:
-        """``DIR/final.safetensors``: the model's parameters, replaced atomically."""
+    def save_final(self) -> Path:
+        """``DIR/final.safetensors``: the model's parameters and the record that the run finished
+        (optimizer steps, epochs, when), replaced atomically; returns its path."""
         from safetensors.numpy import save
 
-        path = self.learner.directory / "final.safetensors"
+        learner = self.learner
+        path = learner.directory / FINAL
+        metadata = {_FINISHED: "finished", "steps": str(learner.step), "epochs": str(learner.config.num_epochs),
+                    "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         try:
-            replace_file_atomically(path, save(self.learner.model.to_record()),
-                                    path.with_name(f".final.safetensors.tmp-{os.getpid()}"))
+            replace_file_atomically(path, save(learner.model.to_record(), metadata=metadata),
+                                    path.with_name(f".{FINAL}.tmp-{os.getpid()}"))
         except OSError as error:
-            raise RunDirectoryError(f"cannot write {path}: {describe_os_error(error)}") from error
+            raise RunDirectoryError(f"cannot write {path}: {describe_os_error(error)}"
+                                    + self._kept_instead()) from error
+        return path
+
+    def _kept_instead(self) -> str:
+        _, path = self.last_saved
+        return f"; the last checkpoint is {path} (resume from it)" if path is not None else \
+            "; no checkpoint holds the trained parameters (keep checkpoints with --checkpoint-every)"
+
+    def remove_leftovers(self) -> None:
+        """What writers of this directory that are gone left half-written (a checkpoint's temporary
+        directory, a temporary final file): removed when a run starts, under the run's lock."""
+        self.checkpointer.remove_leftovers()
+        for path in self.learner.directory.glob(f".{FINAL}.tmp-*"):
+            pid = path.name.rpartition("-")[2]
+            if pid.isdigit() and not process_alive(int(pid)) and path.is_file() and not path.is_symlink():
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+    def check_not_complete(self, num_epochs: int) -> None:
+        """Before a resume: RunCompleteError when the run in the directory finished (its final
+        parameters and record written, no later checkpoint) for at least ``num_epochs`` epochs;
+        RunDirectoryError when it finished for fewer but left no checkpoint to go on from."""
+        directory = self.learner.directory
+        final = read_final_record(directory / FINAL)
+        if final is None:
+            return
+        intact = [entry for entry in scan(self.checkpointer.directory) if looks_intact(entry)]
+        latest = newest_first(intact)[0].record["state"].get("step") if intact else None
+        if isinstance(latest, int) and latest > final["steps"]:
+            return  # a longer run went on after it (resumed with more epochs) and was stopped
+        done = (f"{final['steps']} optimizer steps, {final['epochs']} epoch(s); {directory / FINAL} written at "
+                f"{final['written_at']}")
+        if num_epochs <= final["epochs"]:
+            raise RunCompleteError(f"the run in {directory} is complete ({done}): nothing to resume")
+        if latest is None:
+            raise RunDirectoryError(f"the run in {directory} is complete ({done}) and holds no checkpoint to go on to "
+                                    f"{num_epochs} epochs from; start a new run (--overwrite), or keep checkpoints "
+                                    "(--checkpoint-every) to extend a run later")

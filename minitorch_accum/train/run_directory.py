@@ -16,7 +16,8 @@ from pathlib import Path
 from minitorch_accum.durable_files import describe_os_error
 from minitorch_accum.train.checkpoint import CheckpointError, FileCheckpointer
 
-__all__ = ["CHECKPOINTS", "RUN_FILES", "RunDirectoryError", "check_run_directory", "require_directory"]
+__all__ = ["CHECKPOINTS", "RUN_FILES", "RunCompleteError", "RunDirectoryError", "check_run_directory",
+           "require_directory"]
 
 #: the files a run writes at the top of its directory
 RUN_FILES = ("metrics.jsonl", "final.safetensors")
@@ -31,6 +32,16 @@ _LEFTOVER_FILES = re.compile(r"(final\.safetensors|metrics\.jsonl)\.tmp"
 class RunDirectoryError(RuntimeError):
     """A run directory cannot be used: it is a file, it holds another run, it is locked, or
     it cannot be written."""
+
+
+class RunCompleteError(RunDirectoryError):
+    """A resume found the run finished (``final.safetensors`` records it): there is nothing to
+    resume. ``maccum train --resume`` says so (rank 0) and exits 0."""
+
+    def __init__(self, message: str, rank: int = 0) -> None:
+        super().__init__(message)
+        #: the rank that raised it (data-parallel: rank 0 read the directory and says so)
+        self.rank = rank
 
 
 def require_directory(directory: Path) -> None:

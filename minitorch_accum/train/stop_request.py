@@ -8,12 +8,20 @@ same signal (``agreed_signal``), so all save one checkpoint together and exit wi
 A rank that acted alone would save (a collective) while the others went on into the next
 window's reduction: both would wait for ever.
 
+The handlers are in place for the whole of ``fit``, from taking the directory's lock to the last
+byte of ``final.safetensors``: a signal before the first micro-batch stops there with a checkpoint of
+the start (``maccum train`` holds one from its first line and hands it over); one after the last
+optimizer step lets the final parameters be written and then stops with the signal's status, the
+run complete (TrainingInterrupted with ``complete``). A signal never leaves a run with neither.
+
 A second Ctrl-C before that checkpoint is saved stops at once, without one (TrainingAborted,
 exit status 130), saying so on stderr: the user asked twice, and the last checkpoint saved
-is intact, since a save is atomic. After it is saved, a second Ctrl-C is ignored with a
-message (the stop is already under way and nothing is left to lose). Its exception is never
-raised inside a memory probe's own bookkeeping (which the native module keeps free of
-Python code; the ctypes fallback is not): there it waits for the micro-batch to end."""
+is intact, since a save is atomic (its temporary directory is removed on the way out). After
+it is saved, and once the training loop is over (the final parameters are being written), a
+second Ctrl-C is ignored with a message: the stop is already under way and nothing is left to
+lose, or stopping would lose the whole run. Its exception is never raised inside a memory
+probe's own bookkeeping (which the native module keeps free of Python code; the ctypes fallback
+is not): there it waits for the micro-batch to end."""
 
 from __future__ import annotations
 
@@ -33,17 +41,28 @@ __all__ = ["StopRequest", "TrainingAborted", "TrainingInterrupted"]
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """fit() stopped on a signal after saving a checkpoint; ``exit_status`` is 128 + the signal
-    (130 for Ctrl-C, 143 for SIGTERM), what a shell reports for a process the signal ended."""
+    """fit() stopped on a signal after saving a checkpoint, or (``complete``) after the last step and
+    the final parameters; ``exit_status`` is 128 + the signal (130 for Ctrl-C, 143 for SIGTERM),
+    what a shell reports for a process the signal ended."""
 
-    def __init__(self, signum: int, checkpoint: Any, step: int | None = None, comm: Communicator | None = None) -> None:
-        at = "" if step is None else f" after optimizer step {step}"
-        saved = f"saved {checkpoint}" if checkpoint is not None else "rank 0 saved the checkpoint"
-        super().__init__(f"interrupted by signal {signum}{at}; {saved}")
+    def __init__(self, signum: int, checkpoint: Any, step: int | None = None, comm: Communicator | None = None,
+                 complete: bool = False) -> None:
+        if complete:  # the signal came after the last optimizer step: the final parameters were written first
+            written = f"wrote {checkpoint}" if checkpoint is not None else "rank 0 wrote final.safetensors"
+            text = (f"interrupted by signal {signum} after the run completed ({step} optimizer steps); {written}: "
+                    "the run is complete, nothing to resume")
+        else:
+            at = "" if step is None else f" after optimizer step {step}"
+            saved = f"saved {checkpoint}" if checkpoint is not None else "rank 0 saved the checkpoint"
+            text = f"interrupted by signal {signum}{at}; {saved}"
+        super().__init__(text)
         self.signum = signum
+        #: the checkpoint saved, or with ``complete`` the final parameters' file (None on ranks other than 0)
         self.checkpoint = checkpoint
         self.step = step
         self.comm = comm  # data-parallel: every rank raised it at the same window end
+        #: the run had finished (``final.safetensors`` written) when it stopped
+        self.complete = complete
 
     def wait_for_every_rank(self) -> None:
         """Data-parallel: return once every rank has reported its stop (the first rank to exit ends the job)."""
@@ -76,7 +95,9 @@ class StopRequest:
     """Ctrl-C or SIGTERM during fit: remembered, acted on at the next safe point.
 
     A second Ctrl-C stops at once, without a checkpoint, or, once the stop's checkpoint is
-    saved (``saved()``), is ignored with a message (see the module docstring)."""
+    saved (``saved()``) or the training loop is over (``finishing()``), is ignored with a
+    message (see the module docstring). ``signal`` may be set before the handlers are installed
+    (a signal caught earlier by the caller): it is acted on at the first safe point."""
 
     def __init__(self) -> None:
         self.signal: int | None = None
@@ -84,15 +105,23 @@ class StopRequest:
         self.abort_pending = False
         self._saved = False
         self._leaving = False
+        self._finishing = False
+        self._aborting = False
 
     def saved(self) -> None:
         """The checkpoint of this stop is written: a second Ctrl-C from now on is ignored."""
         self._saved = True
 
+    def finishing(self) -> None:
+        """The last optimizer step is taken and the final parameters are being written: a second
+        Ctrl-C from now on is ignored (stopping at once would leave neither them nor a checkpoint)."""
+        self._finishing = True
+
     def abort_if_pending(self) -> None:
         """Raise the TrainingAborted that a second Ctrl-C deferred (call it between micro-batches)."""
         if self.abort_pending:
             self.abort_pending = False
+            self._aborting = True
             raise TrainingAborted
 
     def agreed_signal(self, comm: Communicator) -> int:
@@ -105,19 +134,30 @@ class StopRequest:
         comm.allgather(mine, every)
         return signal.SIGTERM if signal.SIGTERM in every else signal.SIGINT
 
+    def _ignoring_why(self) -> str | None:
+        if self._saved:
+            return "the run is already stopping (its checkpoint is saved)"
+        if self._finishing:
+            return "the run is writing its final parameters"
+        if self._leaving or self._aborting:
+            return "the run is already stopping"
+        return None
+
     @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
+    def installed(self) -> Iterator[StopRequest]:
+        """Catch SIGINT and SIGTERM into this request while the block runs (on the main thread;
+        elsewhere, nothing is installed and the caller catches them). Yields the request."""
         if threading.current_thread() is not threading.main_thread():
-            yield
+            yield self
             return
 
         def handler(signum: int, frame: Any) -> None:
             if self.signal is None or signum != signal.SIGINT:
                 self.signal = signum
                 return
-            if self._saved or self._leaving:
-                _say("Ctrl-C again: ignored, the run is already stopping"
-                     + (" (its checkpoint is saved)" if self._saved else ""))
+            why = self._ignoring_why()
+            if why is not None:
+                _say(f"Ctrl-C again: ignored, {why}")
                 return
             if self.abort_pending:
                 return  # said so already
@@ -125,12 +165,13 @@ class StopRequest:
             if probe_bookkeeping_running(frame):
                 self.abort_pending = True  # raised when the micro-batch ends
                 return
+            self._aborting = True  # a third Ctrl-C must not cut short the way out (a save's cleanup)
             raise TrainingAborted
 
-        self._saved = self._leaving = self.abort_pending = False
+        self._saved = self._leaving = self._finishing = self._aborting = self.abort_pending = False
         previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            yield
+            yield self
         finally:
             self._leaving = True  # a late Ctrl-C must not cut the restoring short
             for sig, old in previous.items():

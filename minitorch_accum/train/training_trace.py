@@ -1,6 +1,7 @@
 """The trace of a training run (``LearnerBuilder.trace(path)``, ``maccum train --trace-out``).
 
-Opened when ``fit`` starts and written when it ends (also when it is interrupted): the
+Opened when ``fit`` starts and written when it ends, after ``final.safetensors`` (so a trace that
+cannot be written never costs the trained parameters), or when it is interrupted: the
 Accumulator's windows, micro-batches and kernels, the Learner's forward passes and optimizer
 steps, the arena's bytes and the array bytes alive as counter tracks. Under mpiexec each rank
 writes its own file (``run.trace.rank1.json``), on a time base the ranks agree on at the start,
@@ -20,7 +21,11 @@ from minitorch_accum.distributed import Communicator
 from minitorch_accum.observe import AccumulationTrace
 from minitorch_accum.observe.chrome_trace import rank_trace_path, write_chrome_trace
 
-__all__ = ["TrainingTrace", "trace_file_name"]
+__all__ = ["TraceWriteError", "TrainingTrace", "trace_file_name"]
+
+
+class TraceWriteError(RuntimeError):
+    """The trace of a finished run could not be written; the message says what was kept."""
 
 
 def trace_file_name(name: str, value: Any) -> Path | None:
@@ -38,8 +43,8 @@ def trace_file_name(name: str, value: Any) -> Path | None:
 
 
 class TrainingTrace:
-    """A context manager around ``fit``: attaches a trace to the accumulator while open and
-    writes it (this rank's file) when closed; ``written`` is the path."""
+    """A context manager around ``fit``'s loop: attaches a trace to the accumulator while open;
+    ``write()`` then writes it (this rank's file); ``written`` is the path."""
 
     def __init__(self, path: str | os.PathLike, accumulator: Accumulator, comm: Communicator) -> None:
         self.accumulator = accumulator
@@ -62,4 +67,8 @@ class TrainingTrace:
         assert self.trace.memory is not None
         self.trace.memory.__exit__(*exc)
         self.accumulator.trace = self._previous
+
+    def write(self) -> Path:
+        """Write the trace recorded while open; OSError as it comes."""
         self.written = write_chrome_trace([self.trace], self.path, base=self.base)
+        return self.written

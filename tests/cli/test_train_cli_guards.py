@@ -46,6 +46,7 @@ def test_refusals_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "already holds a run" in capsys.readouterr().err
     assert main(["train", *SMALL, "--out", str(tmp_path / "run"), "--resume", "--overwrite"]) == 2
     assert "give one of them" in capsys.readouterr().err
+    (tmp_path / "run" / "final.safetensors").unlink()  # as if stopped before its end: a complete run has no resume
     assert main(["train", *SMALL, "--out", str(tmp_path / "run"), "--resume", "--lr", "0.1"]) == 2
     assert "run.lr 0.003 -> 0.1" in capsys.readouterr().err
     assert main(["train", *SMALL, "--out", str(tmp_path / "run"), "--resume", "--lr", "0.1",

@@ -152,6 +152,45 @@ class FailingClassifier(Classifier):
         return super().train_step(batch)
 
 
+class SignalInLastValidation(Classifier):
+    """Sends ``signum`` to its own process on rank ``target`` in its last validation batch: after the
+    last optimizer step, while the other rank goes on to the end of the run."""
+
+    def __init__(self, module: nn.Module, signum: int, target: int, last_call: int) -> None:
+        super().__init__(module)
+        self.signum, self.target, self.last_call, self.calls = signum, target, last_call, 0
+
+    def valid_step(self, batch: object) -> object:
+        import os
+
+        from mpi4py import MPI
+
+        self.calls += 1
+        if MPI.COMM_WORLD.Get_rank() == self.target and self.calls == self.last_call:
+            os.kill(os.getpid(), self.signum)
+        return super().valid_step(batch)
+
+
+def stop_after_training(out: Path, signum: int, target: int, epochs: int = 2) -> None:
+    """A signal to one rank after the last step: every rank writes what fit raised to stop-rank{r}.json."""
+    from minitorch_accum.train import TrainingInterrupted
+
+    comm = MPICommunicator()
+    valid = DataLoader(classification_data(40, seed=9), 16, shuffle=False)  # 3 batches: rank 0 takes 2, rank 1 one
+    per_epoch = len(range(comm.rank, len(valid), comm.world_size))
+    model = SignalInLastValidation(mlp(0), signum, target, epochs * per_epoch)
+    learner = (LearnerBuilder(out).num_epochs(epochs).grads_accumulation(2).progress("none").accum_dtype("float64")
+               .distributed().build(model, optim.AdamW(lr=0.01)))
+    try:
+        learner.fit(DataLoader(classification_data(), 4, seed=3), valid)
+        stopped = None
+    except TrainingInterrupted as stop:
+        stopped = {"signum": stop.signum, "complete": stop.complete, "step": stop.step,
+                   "checkpoint": None if stop.checkpoint is None else str(stop.checkpoint), "message": str(stop)}
+        stop.wait_for_every_rank()
+    (out / f"stop-rank{learner.rank}.json").write_text(json.dumps(stopped))
+
+
 def main(argv: list[str]) -> None:
     scenario, out = argv[0], Path(argv[1])
     out.mkdir(parents=True, exist_ok=True)
@@ -165,6 +204,8 @@ def main(argv: list[str]) -> None:
             fail_at_step=int(options["fail_at"]) if "fail_at" in options else None,
             init_by_rank=options.get("init") == "rank", dropout=options.get("dropout") == "1",
             poisoned_item=int(options["poison"]) if "poison" in options else None)
+    elif scenario == "stop_after_training":
+        stop_after_training(out, int(options["signal"]), int(options["target"]))
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
 

@@ -1,5 +1,7 @@
 """SIGTERM or SIGINT sent to one rank (not to mpiexec) stops every rank at the same window end, with
-one checkpoint and one exit status (143, 130), in every trial: never a hang.
+one checkpoint and one exit status (143, 130), in every trial: never a hang. One that comes after the
+last step lets rank 0 write the final parameters and stops every rank alike, the run complete; at a
+random instant of a whole run it loses no run (``tests/train/signal_trials.py``).
 
 Each trial launches ``maccum train`` on 2 ranks (the padded sentences: no scikit-learn to import,
 4 windows of 2 micro-batches of 8 per epoch, a validation after each, a checkpoint every 3 steps,
@@ -26,8 +28,10 @@ from pathlib import Path
 import pytest
 
 from minitorch_accum.train.checkpoint import FileCheckpointer
-from tests.distributed.launcher import REPOSITORY, mpiexec
+from minitorch_accum.train.resume import read_final_record
+from tests.distributed.launcher import REPOSITORY, mpiexec, run_ranks
 from tests.distributed.rank_processes import wait_for_ranks
+from tests.train import signal_trials
 
 pytestmark = pytest.mark.mpi
 
@@ -106,4 +110,27 @@ def test_a_signal_to_one_rank_stops_every_rank_at_one_window_end(tmp_path: Path,
     report.append(f"signal to one rank: {TRIALS} trials, hangs {hangs}, exit statuses "
                   f"{dict(sorted(statuses.items()))}, {TRIALS - len(problems)} stopped every rank at one window end "
                   "with one checkpoint")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("target", [0, 1])
+def test_a_signal_to_one_rank_after_the_last_step_stops_every_rank_with_the_run_complete(
+        target: int, tmp_path: Path) -> None:
+    run_ranks(2, ["tests.distributed.rank_programs", "stop_after_training", str(tmp_path),
+                  f"signal={int(signal.SIGTERM)}", f"target={target}"])
+    stops = [json.loads((tmp_path / f"stop-rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert all(stop is not None and stop["signum"] == signal.SIGTERM and stop["complete"] for stop in stops), stops
+    assert stops[0]["checkpoint"] == str(tmp_path / "final.safetensors") and stops[1]["checkpoint"] is None
+    record = read_final_record(tmp_path / "final.safetensors")
+    assert record is not None and record["steps"] == stops[0]["step"] == stops[1]["step"]
+    assert "the run is complete, nothing to resume" in stops[1]["message"]
+
+
+def test_random_instant_signals_to_one_rank_lose_no_run(tmp_path: Path, report: list[str]) -> None:
+    mpiexec()  # skips without the dist extra
+    # MTA_SIGNAL_TRIALS=50 for the full loop (python -m tests.train.signal_trials --ranks 2 --trials 50)
+    trials = signal_trials.run_trials(signal_trials.draw_trials(signal_trials.trial_count(10), 2, seed=0), tmp_path)
+    report.append("random-instant signal to one rank: " + signal_trials.summary(trials))
+    problems = [f"trial {t.number} ({signal.Signals(t.signum).name} to rank {t.target} after {t.delay:.3f} s): "
+                f"{t.outcome}, exit {t.status}: {t.problems} {t.stderr!r}" for t in trials if t.problems]
     assert not problems, "\n".join(problems)

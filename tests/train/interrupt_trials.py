@@ -3,10 +3,11 @@ and every checkpoint it leaves must verify, hold a consistent window and resume 
 
 One trial: start ``maccum train`` on the digits MLP (micro-batches of 64, k = 3, a checkpoint every
 2 steps, many epochs), wait for training to start, send SIGINT after 0-0.5 s and again 0.05-100
-ms later, and read the outcome. Then each checkpoint left behind is loaded (verified), its window
-checked (the accumulator's micro-batches and items equal the window's, and the items are those
-of the micro-batches before its position), and the run resumed from it in a copy for the rest
-of that epoch: the final parameters must equal an uninterrupted run's, bit for bit.
+ms later, and read the outcome: no temporary file or directory may be left. Then each checkpoint
+left behind is loaded (verified), its window checked (the accumulator's micro-batches and items
+equal the window's, and the items are those of the micro-batches before its position), and the
+run resumed from it in a copy for the rest of that epoch: the final parameters must equal an
+uninterrupted run's, bit for bit.
 
     python -m tests.train.interrupt_trials --trials 50 [--seed 0] [--out DIR]
 
@@ -143,7 +144,7 @@ def _outcome(returncode: int, err: str) -> tuple[str, bool]:
     if returncode == 130:
         if "stopped at once by a second Ctrl-C" in err:
             return "stopped at once", False
-        if "interrupted by signal 2; saved" in err:
+        if "interrupted by signal 2 after optimizer step" in err and "; saved" in err:
             return "saved, second ignored" if "Ctrl-C again: ignored" in err else "saved", False
         # a plain KeyboardInterrupt: the default handler's (before fit set its own, or after), or,
         # before TrainingAborted, the second Ctrl-C's
@@ -196,6 +197,11 @@ def run_trial(directory: Path, rng: np.random.Generator, references: Path | None
     from minitorch_accum.train import FileCheckpointer
 
     result.checkpoints = sorted(path.name for path in FileCheckpointer(run / "checkpoints").checkpoints())
+    # a stop at once removes what its save had half-written (a temporary directory, a superseded one half-removed)
+    left = [path.name for folder in (run, run / "checkpoints") if folder.is_dir() for path in folder.iterdir()
+            if ".tmp" in path.name or ".del-" in path.name]
+    if left:
+        result.problems.append(f"left behind: {left}")
     for name in result.checkpoints:
         result.problems += check_checkpoint(run, name, directory, references)
     return result

@@ -1,7 +1,8 @@
 """A resume checks what a checkpoint holds, not only its checksums: a record re-signed by hand
-with a key missing, arrays of the wrong dtype, a dropped optimizer moment, NaN weights, a
-position beyond the data or a window whose sums disagree are refused with one line naming what
-is wrong and the file, before anything is loaded."""
+with a key missing or one no version writes, arrays of the wrong dtype, a dropped optimizer
+moment, NaN weights, a position beyond the data or off its windows, a step count, a window or
+items that disagree with the position are refused with one line naming what is wrong and the
+file, before anything is loaded."""
 
 from __future__ import annotations
 
@@ -46,8 +47,10 @@ def _builder(directory: Path) -> LearnerBuilder:
 
 @pytest.fixture(scope="module")
 def saved_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run stopped after its checkpoint of step 2 (mid-window, epoch 1): the whole run, less its final file."""
     directory = tmp_path_factory.mktemp("run")
     _builder(directory).build(_model(), optim.AdamW(lr=0.01)).fit(_data())
+    (directory / "final.safetensors").unlink()  # else the run is complete: nothing to resume
     return directory
 
 
@@ -180,6 +183,15 @@ def _at_a_window_boundary(state: dict) -> None:
     state["window"].update(micro=0, items=0)
 
 
+def _at(epoch: int, next_batch: int, step: int, micro: int = 0, items: int | None = None) -> Callable[[dict], Any]:
+    """The position, steps and window set together (8 items a micro-batch), as a run would record them."""
+    def change(state: dict) -> None:
+        state.update(epoch=epoch, next_batch=next_batch, step=step)
+        state["accumulator"].update(micro_step=micro, items=8 * micro if items is None else items)
+        state["window"].update(micro=micro, items=8 * micro if items is None else items)
+    return change
+
+
 def _world(size: int, ranks: Callable[[dict], Any] | None) -> Callable[[dict], Any]:
     def change(state: dict) -> None:
         state["world_size"] = size
@@ -230,8 +242,42 @@ RECORD_REFUSALS = {
                                            "lacks rng_ranks[0]['bit_generator']"),
     "settings a list": (_put("settings", []), "'settings' is list [], not an object"),
     "neither settings nor config": (lambda s: (s.pop("settings"), s.pop("config")), "lacks 'config'"),
-    "no settings, config a number": (lambda s: (s.pop("settings"), s.__setitem__("config", 5)),
-                                     "'config' is int 5, not an object"),
+    "no config": (_drop("config"), "lacks 'config'"),
+    "no settings": (_drop("settings"), "lacks 'settings' (a record that holds 'world_size' was written with it)"),
+    "no world_size": (_drop("world_size"),
+                      "lacks 'world_size' (a record that holds 'validated' was written with it)"),
+    "no validated": (_drop("validated"), "lacks 'validated' (a record that holds 'world_size' was written with it)"),
+    "no rng_ranks, but a window origin": (_drop("rng_ranks"),
+                                          "lacks 'rng_ranks' (a record that holds 'world_size' was written with it)"),
+    "a key no version writes": (_put("next_batches", 4),
+                                "the state holds 'next_batches', which no checkpoint of this version writes"),
+    "an optimizer key no version writes": (_in("optimizer", _put("lr", 1.0)),
+                                           "'optimizer' holds 'lr', which no checkpoint of this version writes"),
+    "an accumulator key no version writes": (_in("accumulator", _put("k", 4)),
+                                             "'accumulator' holds 'k', which no checkpoint of this version writes"),
+    "a config key no version writes": (_in("config", _put("seed", 0)),
+                                       "'config' holds 'seed', which no checkpoint of this version writes"),
+    "config without num_epochs": (_in("config", _drop("num_epochs")), "lacks config['num_epochs']"),
+    "config of 0 epochs": (_in("config", _put("num_epochs", 0)), "'num_epochs' is 0, below 1"),
+    "config's reduction not the settings'": (_in("config", _put("reduction", "mean")),
+                                             "the config's reduction is 'mean', the settings' 'items'"),
+    "the accumulator's fusion not the config's": (_in("accumulator", _put("fusion", "leaf")),
+                                                  "the accumulator's fusion is 'leaf', the config's 'gemm'"),
+    "a window origin after the position": (_put("window_origin", {"epoch": 1, "next_batch": 4, "step": 2}),
+                                           "'window_origin' is epoch 1, micro-batch 4, step 2: after the checkpoint's "
+                                           "own position (epoch 1, micro-batch 0, step 2)"),
+    "a window origin of a later step": (_put("window_origin", {"epoch": 0, "next_batch": 0, "step": 3}),
+                                        "'window_origin' is epoch 0, micro-batch 0, step 3: after the checkpoint's "
+                                        "own position (epoch 1, micro-batch 0, step 2)"),
+    "a window origin without its step": (_put("window_origin", {"epoch": 0, "next_batch": 0}),
+                                         "lacks window_origin['step']"),
+    "a window origin of an unknown key": (_put("window_origin", {"epoch": 0, "next_batch": 0, "step": 0, "k": 1}),
+                                          "'window_origin' holds 'k', which no checkpoint of this version writes"),
+    "a whole window held open": (lambda s: (_at(1, 4, 2, micro=4)(s)),
+                                 "the window holds 4 micro-batches, a whole window of 4 x 1 rank(s): it would have "
+                                 "closed"),
+    "2 ranks mid-window": (_world(2, lambda rng: [rng, rng]),
+                           "the window holds 3 micro-batches, but 2 ranks save only at a window's end"),
     "scheduler a number": (_put("scheduler", 5), "'scheduler' is int 5, not an object"),
     "numerics a list": (_put("numerics", []), "'numerics' is list [], not an object"),
     "numerics without its BLAS": (_in("numerics", _drop("blas")), "'numerics': the numerics fingerprint lacks 'blas'"),
@@ -286,17 +332,22 @@ def test_a_record_with_one_field_wrong_is_refused_naming_the_field_and_where_it_
         check_checkpoint_record(state, HERE)
 
 
+def _as_written_by(layout: int) -> Callable[[dict], Any]:
+    """The state in the layout of an earlier version: 0 the first (no settings, world_size, validated,
+    rng_ranks), 1 without rng_ranks, 2 without window_origin and numerics."""
+    later = (("world_size", "validated", "settings"), ("rng_ranks",), ("window_origin", "numerics"))
+    return lambda state: [state.pop(key) for added in later[layout:] for key in added]
+
+
 RECORD_ACCEPTED = {
     "as saved": lambda s: None,
     "at the start of an epoch (next_batch 0)": _at_a_window_boundary,
     "at the very start (epoch 0, step 0)": lambda s: (_at_a_window_boundary(s), s.update(epoch=0, step=0)),
-    "a window of one micro-batch (steps 1)": _in("accumulator", _put("steps", 1)),
-    "of an earlier version without world_size": _drop("world_size"),
-    "without validated": _drop("validated"),
-    "of 2 ranks with an rng each": _world(2, lambda rng: [rng, rng]),
-    "with settings and without config": _drop("config"),
-    "of an earlier version without numerics": _drop("numerics"),
-    "of an earlier version with config, without settings": _drop("settings"),
+    "a window of one micro-batch (steps 1)": lambda s: (_at_a_window_boundary(s), s["accumulator"].update(steps=1)),
+    "of the first layout (no settings, world_size, validated, rng_ranks)": _as_written_by(0),
+    "of the layout without rng_ranks": _as_written_by(1),
+    "of the layout without window_origin and numerics": _as_written_by(2),
+    "of 2 ranks with an rng each": lambda s: (_at_a_window_boundary(s), _world(2, lambda rng: [rng, rng])(s)),
     "with a loss scaler's state": _in("accumulator", _put("loss_scaler", {"scale": 1024.0, "clean_windows": 3})),
     "with skipped windows": _in("accumulator", _put("skipped_windows", [1, 3])),
     "without correct or array_peak counted": _in("window", lambda w: w.update(correct=None, array_peak=None)),
@@ -383,6 +434,36 @@ ACCUMULATOR = "accumulator.safetensors"
 CONTENTS_REFUSALS = {
     "next_batch beyond the data": ("adamw", _state(_put("next_batch", 7)), STATE,
                                    "'next_batch' is 7, beyond the 6 micro-batches of an epoch of this data"),
+    "next_batch moved to the next window": ("adamw", _state(_at(1, 4, 2)), STATE,
+                                            "'step' is 2, but micro-batch 4 of epoch 1 comes after 3 optimizer steps "
+                                            "(windows of 4 micro-batches over epochs of 6 micro-batches)"),
+    "step one more than the windows before": ("adamw", _state(_at(1, 3, 3, micro=3)), STATE,
+                                              "'step' is 3, but micro-batch 0 of epoch 1 comes after 2 optimizer "
+                                              "steps (windows of 4 micro-batches over epochs of 6 micro-batches)"),
+    "next_batch moved inside its window": ("adamw", _state(_at(1, 4, 2, micro=3)), STATE,
+                                           "'next_batch' is 4 with 3 micro-batch(es) of an open window, which puts a "
+                                           "window's start at micro-batch 1 of epoch 1: not a window boundary "
+                                           "(windows of 4 micro-batches)"),
+    "next_batch at no window's end": ("adamw", _state(_at(1, 3, 2)), STATE,
+                                      "'next_batch' is 3, which puts a window's start at micro-batch 3 of epoch 1: "
+                                      "not a window boundary (windows of 4 micro-batches)"),
+    "an open window beyond its end": ("adamw", _state(_at(1, 6, 3, micro=2)), STATE,
+                                      "'next_batch' is 6 with 2 micro-batch(es) of an open window: beyond the "
+                                      "window that starts at micro-batch 4 (windows of 4 micro-batches)"),
+    "the window's items not its micro-batches'": ("adamw", _state(_at(1, 3, 2, micro=3, items=23)), STATE,
+                                                  "the window records 23 items, but its micro-batches 0-2 of epoch 1 "
+                                                  "hold 24"),
+    "a validation pending mid-epoch": ("adamw", _state(lambda s: (_at(1, 4, 3)(s), s.update(validated=False))),
+                                       STATE, "'validated' is false at micro-batch 4 of epoch 1: only a checkpoint "
+                                              "at an epoch's end waits for its validation"),
+    "k of the accumulator not the settings'": ("adamw", _state(lambda s: (_at(1, 0, 2)(s),
+                                                                         s["accumulator"].update(steps=2))), STATE,
+                                               "the accumulator's window is 2 micro-batches x 1 rank(s), the "
+                                               "settings' 4 in epoch 1"),
+    "windows off their origin": ("adamw", _state(lambda s: (_at(1, 4, 3)(s), s.update(
+        window_origin={"epoch": 1, "next_batch": 1, "step": 2}))), STATE,
+        "'next_batch' is 4, which puts a window's start at micro-batch 4 of epoch 1: not a window boundary "
+        "(windows of 4 micro-batches from micro-batch 1)"),
     "hyperparameters this optimizer refuses": ("adamw", _state(_in("optimizer", _in("hyperparameters",
                                                                                     _put("lr", -1)))), STATE,
                                                "'optimizer' does not fit this run (ValueError: lr must be a "
@@ -464,7 +545,16 @@ CONTENTS_ACCEPTED = {
     "mixed precision (fp16) as saved": ("fp16", lambda arrays, state: None),
     "compensated as saved": ("compensated", lambda arrays, state: None),
     "summed containers as saved": ("containers", lambda arrays, state: None),
-    "at the end of an epoch (next_batch 6)": ("adamw", _state(_put("next_batch", 6))),
+    "at the end of an epoch (next_batch 6)": ("adamw", _state(_at(1, 6, 4))),
+    "at the end of an epoch, before its validation": ("adamw", _state(lambda s: (_at(0, 6, 2)(s),
+                                                                                s.update(validated=False)))),
+    "at a window boundary": ("adamw", _state(_at(1, 4, 3))),
+    "one micro-batch into the last window of an epoch": ("adamw", _state(_at(0, 5, 1, micro=1))),
+    "of the first layout (no settings: no position check)": ("adamw", _state(lambda s: (_as_written_by(0)(s),
+                                                                                       s.update(step=7)))),
+    "windows from a resume's origin (k changed there)": (
+        "adamw", _state(lambda s: (_at(1, 5, 3)(s), s.update(window_origin={"epoch": 1, "next_batch": 1,
+                                                                             "step": 2})))),
     "a scheduler's state for a run without one": ("adamw", _state(_put("scheduler", {"steps_taken": 2}))),
     "a loss scaler's state for a run without one": (
         "adamw", _state(_in("accumulator", _put("loss_scaler", {"scale": 8.0, "clean_windows": 0})))),

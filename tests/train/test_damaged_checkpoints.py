@@ -43,6 +43,7 @@ def _corrupt(checkpoint: Path) -> bytes:
 def test_a_corrupt_latest_under_progress_none_is_reported_on_stderr_and_kept(
         tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     _builder(tmp_path).build(_model(), optim.SGD(0.1)).fit(_data())  # 3 steps, a checkpoint each
+    (tmp_path / "final.safetensors").unlink()  # as if stopped before its end (a complete run has nothing to resume)
     checkpoints = tmp_path / "checkpoints"
     latest = checkpoints / (checkpoints / "latest").read_text().strip()
     damaged_bytes = _corrupt(latest)

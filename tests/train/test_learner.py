@@ -180,6 +180,7 @@ def test_corrupt_latest_checkpoint_falls_back_to_an_intact_one_and_says_so(
     with pytest.raises(CheckpointError, match="no checkpoint found"):
         builder.build(model(), optim.SGD(0.1)).fit(DataLoader(dataset(), 10), resume=True)
     builder.build(model(), optim.SGD(0.1)).fit(DataLoader(dataset(), 10))
+    (tmp_path / "final.safetensors").unlink()  # as if stopped before its end (a complete run has nothing to resume)
     checkpoints = tmp_path / "checkpoints"
     latest = checkpoints / (checkpoints / "latest").read_text().strip()
     weights = latest / "model.safetensors"
@@ -194,6 +195,7 @@ def test_corrupt_latest_checkpoint_falls_back_to_an_intact_one_and_says_so(
     assert f"kept as {latest.name}.damaged-1" in err
     assert "resumed from step 4" in out  # the step before the damaged one, then step 5 again
     assert [r["step"] for r in history.steps] == [1, 2, 3, 4, 5]
+    (tmp_path / "final.safetensors").unlink()
     for directory in checkpoints.iterdir():
         if directory.is_dir():
             (directory / "state.json").unlink()

@@ -77,9 +77,13 @@ def test_checkpoint_of_2026_12_03_verifies(name: str) -> None:
 
 
 # ------------------------------------------------------------ records of earlier versions, in process
-# An earlier version wrote no "settings" (only "config": reduction, fusion, epochs), no
-# "world_size" (one process) and no "validated" (a checkpoint was taken after validation).
-# Such a record is made here from one of today's, re-sealed as that version would have written it.
+# The first version of format 2 wrote no "settings" (only "config": reduction, fusion, epochs), no
+# "world_size" (one process), no "validated" (a checkpoint was taken after validation) and no
+# "rng_ranks"; none wrote "window_origin" or "numerics" before. Such a record is made here from one
+# of today's, re-sealed as that version would have written it (all of those keys dropped together: a record
+# that lacks only one of them was not written by any version, and is refused).
+
+FIRST_LAYOUT_LACKS = ("settings", "world_size", "validated", "rng_ranks", "window_origin", "numerics")
 
 def _data(n: int = 100, seed: int = 0) -> Any:
     from minitorch_accum.data import ArrayDataset, DataLoader
@@ -139,7 +143,7 @@ def test_a_record_without_settings_resumes_and_refuses_another_reduction_or_fusi
 
     reference, _ = _fit(tmp_path / "whole", 2)
     _fit(tmp_path / "run", 1)
-    state = _as_an_earlier_version_wrote(tmp_path / "run", "settings")
+    state = _as_an_earlier_version_wrote(tmp_path / "run", *FIRST_LAYOUT_LACKS)
     assert state["config"] == {"reduction": "items", "fusion": "gemm", "num_epochs": 1}
     for change, named in ((lambda b: b.fusion("leaf"), "fusion 'gemm' -> 'leaf'"),
                           (lambda b: b.reduction("mean"), "reduction 'items' -> 'mean'")):
@@ -155,7 +159,7 @@ def test_a_mid_window_record_without_world_size_is_of_one_process(tmp_path: Path
 
     reference, _ = _fit(tmp_path / "whole", 2, every_micro_batches=3)
     _fit(tmp_path / "run", 1, every_micro_batches=3)
-    state = _as_an_earlier_version_wrote(tmp_path / "run", "world_size")
+    state = _as_an_earlier_version_wrote(tmp_path / "run", *FIRST_LAYOUT_LACKS)
     assert state["next_batch"] == 9 and state["accumulator"]["micro_step"] == 1  # inside the last window
     from minitorch_accum.optim import AdamW
 
@@ -168,7 +172,7 @@ def test_a_mid_window_record_without_world_size_is_of_one_process(tmp_path: Path
 
 def test_a_record_without_validated_was_taken_after_its_validation(tmp_path: Path) -> None:
     _fit(tmp_path, 1, valid=True)  # the checkpoint of step 3 waits for epoch 0's validation
-    state = _as_an_earlier_version_wrote(tmp_path, "validated")
+    state = _as_an_earlier_version_wrote(tmp_path, *FIRST_LAYOUT_LACKS)
     assert state["step"] == 3
     _, history = _fit(tmp_path, 2, resume=True, valid=True)
     assert [(r["epoch"], r["step"]) for r in history.valid] == [(0, 3), (1, 6)]  # epoch 0 not validated again

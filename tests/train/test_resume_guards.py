@@ -213,13 +213,17 @@ def test_final_parameters_that_cannot_be_written_name_the_file_and_why(tmp_path:
     final = tmp_path / "final.safetensors"
     final.unlink()
     final.mkdir()  # a directory in the way: the file cannot replace it
-    with pytest.raises(RunDirectoryError, match=rf"^cannot write {re.escape(str(final))}: Is a directory \(EISDIR\)$"):
+    last = learner.checkpoints.last_saved[1]
+    with pytest.raises(RunDirectoryError, match=rf"^cannot write {re.escape(str(final))}: Is a directory \(EISDIR\); "
+                                                rf"the last checkpoint is {re.escape(str(last))} \(resume from it\)$"):
         learner.checkpoints.save_final()
 
 
 def test_a_run_config_is_checked_when_given_and_its_tuples_kept_as_lists(tmp_path: Path) -> None:
     def run(config: dict, resume: bool) -> None:
         learner = _builder(tmp_path).num_epochs(1).progress("none").config(config).build(model(), optim.SGD(0.1))
+        if resume:  # as if the run had stopped before its end: a complete run has nothing to resume
+            (tmp_path / "final.safetensors").unlink()
         learner.fit(DataLoader(dataset(), 10), resume=resume)
 
     run({"hidden": (16, (3, 4)), "name": "a"}, resume=False)  # checkpoints hold it

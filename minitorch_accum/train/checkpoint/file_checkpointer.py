@@ -76,21 +76,28 @@ class FileCheckpointer:
         try:
             write_checkpoint_directory(tmp, name, tag, sequence, payloads, state)
             os.rename(tmp, final)
-        except OSError as exc:
+        except BaseException as exc:
+            # a full disk, or a stop at once (a second Ctrl-C) in the middle of the write: nothing half-written stays
             if os.path.lexists(tmp):
                 shutil.rmtree(tmp, ignore_errors=True)
+            if not isinstance(exc, OSError):
+                raise
             raise CheckpointError(f"cannot save checkpoint {final}: {describe_os_error(exc)}; "
                                   f"{self._untouched()}") from exc
         fsync_directory(self.directory)
+        pointer_tmp = self.directory / leftovers.temporary_name(catalog.LATEST, "tmp")
         try:
-            replace_file_atomically(self.directory / catalog.LATEST, (name + "\n").encode("utf-8"),
-                                    self.directory / leftovers.temporary_name(catalog.LATEST, "tmp"))
+            replace_file_atomically(self.directory / catalog.LATEST, (name + "\n").encode("utf-8"), pointer_tmp)
         except OSError as exc:
             # latest still names the previous checkpoint; remove the new one so that the
             # directory is as it was before this save
             self._discard(final)
             raise CheckpointError(f"cannot save checkpoint {final}: cannot update {self.directory / catalog.LATEST}: "
                                   f"{describe_os_error(exc)}; {self._untouched()}") from exc
+        except BaseException:  # a stop at once: latest names the old checkpoint or the new one, no temporary stays
+            with contextlib.suppress(OSError):
+                os.unlink(pointer_tmp)
+            raise
         for entry in superseded:
             self._discard(entry.path)
         for path in surplus_checkpoints(catalog.scan(self.directory), self.keep):
@@ -139,7 +146,11 @@ class FileCheckpointer:
             os.rename(path, doomed)
         except OSError:
             return
-        shutil.rmtree(doomed, ignore_errors=True)
+        try:
+            shutil.rmtree(doomed, ignore_errors=True)
+        except BaseException:  # a stop at once (a second Ctrl-C) in the middle: finish, then stop
+            shutil.rmtree(doomed, ignore_errors=True)
+            raise
 
     def set_aside(self, path: Path) -> Path | None:
         """Rename the damaged checkpoint ``path`` to ``<name>.damaged-<n>`` (the first free n): it is
