@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from minitorch_accum.train.settings import TRAINING_COMMANDS, add_options, read_options
+from minitorch_accum.train.settings import TRAINING_COMMANDS, add_options, check_outputs, read_options
 
 __all__ = ["build_parser", "main"]
 
@@ -88,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in TRAINING_COMMANDS:
             values = read_options(args, args.command)
+            check_outputs(values, args.command)  # an output that cannot be written is refused before any work
             from minitorch_accum.backend import retain_freed_memory, set_threads
 
             set_threads(values.get("threads"))  # every CPU pool, before the first matmul

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.mpi
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("traced")
+    (out / "traces").mkdir()  # a trace's directory must exist: --trace-out never creates one
     run_ranks(RANKS, ["minitorch_accum.cli", "train", "--dataset", "digits", "--epochs", "1", "--accum", "2",
                       "--micro-batch", "128", "--out", str(out / "run"), "--progress", "none",
                       "--trace-out", str(out / "traces" / "fit.trace.json")])
