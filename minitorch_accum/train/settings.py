@@ -161,7 +161,7 @@ SETTINGS: tuple[Setting, ...] = (
             "16-bit parameters and activations over a float32 arena; fp16 adds dynamic loss scaling"),
     Setting("clip_grad_norm", Optional(Number(positive=True)), None, "clip the window's gradient to this global norm"),
     Setting("drop_last_window", Flag(), False, "drop a partial window at an epoch's end instead of stepping it"),
-    Setting("seed", Optional(Integer()), None, "seed of the model, the data order and dropout",
+    Setting("seed", Optional(Integer(0)), None, "seed of the model, the data order and dropout",
             flag="--seed", cli_default=0, commands=_ALL),
     # ---- what the command line builds the run from (recorded under run.)
     Setting("dataset", Choice(DATASETS), "digits", "built-in task: digits (MLP), sequences (padded sentences), "
