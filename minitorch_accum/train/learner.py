@@ -28,12 +28,10 @@ from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, LocalCommunicator, WindowShare, rank_windows
 from minitorch_accum.distributed.launch import make_communicator
 from minitorch_accum.distributed.parameter_sync import broadcast_parameters, parameters_agree
-from minitorch_accum.distributed.rank_agreement import check_ranks_agree, compare_rank_numerics, stop_if_any_rank_failed
+from minitorch_accum.distributed.rank_agreement import check_ranks_agree, compare_rank_numerics
 from minitorch_accum.distributed.zero import ZeroRedundancy, ZeroRedundancyOptimizer
-from minitorch_accum.durable_files import check_output_path
 from minitorch_accum.nn import Module
 from minitorch_accum.observe import PeakMemory
-from minitorch_accum.observe.chrome_trace import rank_trace_path
 from minitorch_accum.observe.trace import trace_span
 from minitorch_accum.optim import Optimizer, clip_grad_norm
 from minitorch_accum.train.callbacks import Callback, check_callback
@@ -178,19 +176,20 @@ class Learner:
         compute with another BLAS kernel or NumPy SIMD target are named in one line, or refused with
         ``strict_numerics`` (``backend/numerics.py``), as is a resume on a machine that computes otherwise
         than the checkpoint's."""
+        TrainingTrace.check_path(self.config.trace_out, self.comm)  # every rank, before the lock: not after training
         with contextlib.ExitStack() as hold:
             if self.world_size > 1:  # a signal to one rank during the start-up stops every rank at the first window
                 hold.enter_context(self._stop.installed())
             failure: Exception | None = None
-            try:
-                if self.config.trace_out is not None:  # refused now, not after training; each rank writes its own
-                    check_output_path(rank_trace_path(self.config.trace_out, self.rank, self.world_size), "trace_out")
-                if self.is_main:  # rank 0 alone owns the directory
+            if self.is_main:  # rank 0 alone owns the directory
+                try:
                     hold.enter_context(RunLock(self.directory))
                     check_run_directory(self.directory, resume=resume, overwrite=overwrite)
-            except (RunDirectoryError, CheckpointError, OSError) as error:
-                failure = error
-            stop_if_any_rank_failed(self.comm, failure)  # every rank stops with one message, none waits
+                except (RunDirectoryError, CheckpointError, OSError) as error:
+                    failure = error
+            if self.comm.agree(failure is not None):  # every rank stops, none waits in a collective
+                raise failure if failure is not None else RunDirectoryError(
+                    f"rank 0 could not start the run in {self.directory} (see its message)")
             return self._fit(train_loader, valid_loader, resume)
 
     def _fit(self, train_loader: DataLoader, valid_loader: DataLoader | None, resume: bool) -> tuple[Module, History]:

@@ -82,9 +82,7 @@ def test_a_trace_some_rank_cannot_write_stops_every_rank_with_one_message_before
     for index, message in enumerate(expected):
         for rank in range(RANKS):
             said = json.loads((tmp_path / f"refused-{index}-rank{rank}.json").read_text())
-            assert said == {"message": message, "step": 0, "run_directory": index == 0}, (index, rank)
-    # where rank 1 alone failed, rank 0 had made the run directory (and locked it) but wrote nothing in it
-    assert sorted(p.name for p in (tmp_path / "run0").iterdir()) == [".lock"]
+            assert said == {"message": message, "step": 0, "run_directory": False}, (index, rank)  # nor its lock
 
 
 def test_maccum_train_into_a_read_only_trace_on_rank_0_stops_both_ranks_before_the_first_step(
