@@ -28,17 +28,29 @@ from minitorch_accum.cli.tasks import load_task
 from minitorch_accum.cli.train_command import make_optimizer
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, rank_windows
+from minitorch_accum.durable_files import check_output_path
 from minitorch_accum.nn import functional as F
 from minitorch_accum.observe import AccumulationTrace
 from minitorch_accum.observe.chrome_trace import rank_trace_path, write_chrome_trace
 from minitorch_accum.observe.memory_snapshot import memory_snapshot, save_memory_snapshot
 
-__all__ = ["record_window", "snapshot_path", "wanted", "write_window_views"]
+__all__ = ["check_view_paths", "record_window", "snapshot_path", "wanted", "write_window_views"]
 
 
 def wanted(values: Mapping[str, Any]) -> bool:
     """Whether the explain command was asked for a trace or a figure."""
     return values.get("trace_out") is not None or values.get("figure") is not None
+
+
+def check_view_paths(values: Mapping[str, Any], comm: Communicator) -> None:
+    """Refuse now (UnwritableOutputError) a trace or snapshot file of this rank that could not be
+    written once its window is recorded: ``w.rank1.json`` and ``w.rank1.snapshot.pickle`` may be
+    directories or read-only files even where the ``w.json`` given was checked."""
+    if values.get("trace_out") is None:
+        return
+    trace_file = rank_trace_path(values["trace_out"], comm.rank, comm.world_size)
+    check_output_path(trace_file, "--trace-out")
+    check_output_path(snapshot_path(trace_file), "the memory snapshot beside --trace-out")
 
 
 def snapshot_path(trace_out: str | os.PathLike) -> Path:

@@ -70,12 +70,17 @@ def _check_outputs(values: dict[str, Any], command: str) -> None:
     from minitorch_accum.distributed.launch import make_communicator
     from minitorch_accum.distributed.rank_agreement import stop_if_any_rank_failed
 
+    comm = make_communicator("auto")
     failure: OSError | None = None
     try:
         check_outputs(values, command)
+        if command == "explain":  # each rank's own trace and the snapshot beside it, not only the name given
+            from minitorch_accum.cli.explain_views import check_view_paths
+
+            check_view_paths(values, comm)
     except OSError as error:
         failure = error
-    stop_if_any_rank_failed(make_communicator("auto"), failure)
+    stop_if_any_rank_failed(comm, failure)
 
 
 def _bench(which: str, rest: list[str]) -> int:

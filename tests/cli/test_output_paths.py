@@ -91,3 +91,13 @@ def test_a_read_only_trace_is_refused_before_the_first_step_and_a_writable_one_t
     assert main(["train", *SMALL, "--out", str(run), "--trace-out", str(tmp_path / "t.json")]) == 0
     assert (run / "final.safetensors").is_file() and (tmp_path / "t.json").is_file()
     assert "step 1" in capsys.readouterr().out
+
+
+def test_explain_refuses_a_snapshot_path_in_the_way_before_recording_the_window(
+        tmp_path: Path, capsys: pytest.CaptureFixture, nothing_computes: None) -> None:
+    # the trace's own name is fine; the memory snapshot written beside it (w.snapshot.pickle) is a directory
+    (tmp_path / "w.snapshot.pickle").mkdir()
+    error = refused(capsys, ["explain", "--accum", "2", "--micro-batch", "8", "--trace-out", str(tmp_path / "w.json")])
+    assert error.startswith(f"maccum explain: error: the memory snapshot beside --trace-out "
+                            f"{tmp_path / 'w.snapshot.pickle'} ")
+    assert entries(tmp_path) == ["w.snapshot.pickle"]
