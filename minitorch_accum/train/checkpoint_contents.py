@@ -149,6 +149,8 @@ def _check_record(state: Any) -> None:
         for rank, rng in enumerate(ranks):
             _check_rng(rng, f"rng_ranks[{rank}]")
     settings = _need(state, "settings", _DICT, top, optional="settings" not in state) or {}
+    if "world_size" in settings and settings["world_size"] != world:  # k per rank is read with it
+        raise _ContentError(_STATE, f"the settings' world_size is {settings['world_size']!r:.60}, the state's {world}")
     config = _need(state, "config", _DICT, top)
     _check_config(config, settings)
     _check_numerics(_need(state, "numerics", _DICT, top, optional="numerics" not in state))
@@ -222,17 +224,19 @@ def _check_fit(learner: Learner, state: dict[str, Any], loader: DataLoader) -> N
 
 
 def _window_size(settings: dict[str, Any], epoch: int) -> int | None:
-    """Micro-batches (of all ranks) in a window of ``epoch`` under the recorded settings; None when
-    the record does not say."""
+    """Micro-batches (of all ranks) in a window of ``epoch`` under the recorded settings (in this
+    version's layout: k per rank and the ranks); None when the record does not say."""
     schedule = settings.get("accumulation_schedule")
     if isinstance(schedule, dict) and schedule:
         starts = [int(e) for e in schedule if str(e).isdigit() and int(e) <= epoch]
-        size = schedule.get(str(max(starts))) if starts else None
+        k = schedule.get(str(max(starts))) if starts else None
     elif settings.get("effective_batch") and settings.get("micro_batch"):
         size = settings["effective_batch"] // settings["micro_batch"]
+        return size if type(size) is int and size > 0 else None
     else:
-        size = settings.get("window_micro_batches")
-    return size if type(size) is int and size > 0 else None
+        k = settings.get("grads_accumulation")
+    world = settings.get("world_size")
+    return k * world if type(k) is int and k > 0 and type(world) is int and world > 0 else None
 
 
 def _windows(micro_batches: int, size: int, first: int, drop_last: bool) -> list[tuple[int, int]]:
@@ -246,7 +250,7 @@ def _check_position(learner: Learner, state: dict[str, Any], loader: DataLoader)
     a hand-edited ``next_batch`` or ``step`` would resume, silently, to another run."""
     if "settings" not in state:
         return  # a record of the first layout does not say how large its windows were
-    settings = upgrade_record(state["settings"])
+    settings = upgrade_record(state["settings"], state["world_size"])
     if settings.get("micro_batch") not in (None, loader.batch_size):
         return  # an allowed change of the micro-batch: positions were counted in the old one
     epoch, next_batch, step = state["epoch"], state["next_batch"], state["step"]

@@ -157,32 +157,19 @@ class LearnerCheckpoints:
     # ---------------------------------------------------------------- resume
     def adopt_settings(self, state: dict[str, Any], loader: DataLoader, progress: Progress) -> None:
         """Refuse to resume a run made with other settings (unless allowed, then say what changes);
-        on another number of ranks, re-derive k per rank so the window keeps its size."""
+        on another number of ranks, re-derive k per rank (and a schedule's) so the window keeps its size."""
         learner, config = self.learner, self.learner.config
         saved = state.get("settings")
         if saved is None:  # a checkpoint of the first layout: only these were recorded
             saved = {**self.settings, **{k: v for k, v in state["config"].items() if k in ("reduction", "fusion")}}
-        saved = upgrade_record(saved)
         saved_world = int(state.get("world_size", 1))
+        saved = upgrade_record(saved, saved_world)
         if saved_world != learner.world_size:
             if state["accumulator"]["micro_step"]:
                 raise SettingsMismatchError(
                     f"the checkpoint was taken mid-window by {saved_world} process(es); resume it with "
                     f"{saved_world}, or from a checkpoint taken at a window boundary")
-            before = self.settings["window_micro_batches"]
-            if before is not None and before != saved["window_micro_batches"] and \
-                    config.grads_accumulation * saved_world == saved["window_micro_batches"]:
-                k = rescale_k(config.grads_accumulation, saved_world, learner.world_size)
-                progress.message(
-                    f"resuming a run of {saved_world} rank(s) on {learner.world_size}: k per rank "
-                    f"{config.grads_accumulation} -> {k}, so each window keeps {saved['window_micro_batches']} "
-                    f"micro-batches of {loader.batch_size} items")
-                config.grads_accumulation = k
-            if config.accumulation_schedule is not None and \
-                    self.settings["accumulation_schedule"] != saved["accumulation_schedule"]:
-                config.accumulation_schedule = {
-                    int(e): rescale_k(int(total) // saved_world, saved_world, learner.world_size)
-                    for e, total in saved["accumulation_schedule"].items()}
+            self._rescale_windows(saved, saved_world, loader, progress)
             self.settings = self.record(loader)
         changes = compare_settings(saved, self.settings)
         if changes and not config.allow_config_change:
@@ -197,6 +184,23 @@ class LearnerCheckpoints:
             origin = {"epoch": state["epoch"], "next_batch": state["next_batch"] - state["accumulator"]["micro_step"],
                       "step": state["step"]}
         self.window_origin = dict(origin)
+
+    def _rescale_windows(self, saved: dict[str, Any], saved_world: int, loader: DataLoader,
+                         progress: Progress) -> None:
+        """The same k (or schedule) as the checkpoint's, on another number of ranks: the k per rank
+        that keeps each window (a k already divided by the ranks is kept, any other compared)."""
+        learner, config = self.learner, self.learner.config
+        saved_k, world = saved["grads_accumulation"], learner.world_size
+        if saved_k is not None and self.settings["grads_accumulation"] == saved_k:
+            k = rescale_k(saved_k, saved_world, world)
+            progress.message(
+                f"resuming a run of {saved_world} rank(s) on {world}: k per rank {saved_k} -> {k}, so each "
+                f"window keeps {saved_k * saved_world} micro-batches of {loader.batch_size} items")
+            config.grads_accumulation = k
+        schedule = saved["accumulation_schedule"]
+        if schedule is not None and self.settings["accumulation_schedule"] == schedule:
+            config.accumulation_schedule = {int(epoch): rescale_k(k, saved_world, world)
+                                            for epoch, k in schedule.items()}
 
     def compare_numerics(self, state: dict[str, Any]) -> str | None:
         """None when the checkpoint was written computing as this process does (or by a version that did

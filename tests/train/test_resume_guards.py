@@ -51,7 +51,7 @@ class SignalAt(InterruptAt):
 
 
 @pytest.mark.parametrize(("change", "named"), [
-    (lambda b: b.grads_accumulation(5), "window_micro_batches 2 -> 5"),
+    (lambda b: b.grads_accumulation(5), "grads_accumulation 2 -> 5"),
     (lambda b: b.fusion("leaf").reduction("mean"), "fusion 'gemm' -> 'leaf', reduction 'items' -> 'mean'"),
     (lambda b: b.fusion("leaf"), "fusion 'gemm' -> 'leaf'"),
     (lambda b: b.reduction("mean"), "reduction 'items' -> 'mean'"),

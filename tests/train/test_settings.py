@@ -19,13 +19,12 @@ from minitorch_accum.train.setting_kinds import Choice, Flag, Integer, Kind, Num
 from minitorch_accum.train.settings import SETTINGS, TRAINING_COMMANDS, LearnerConfig, read_options, setting
 
 RECORDED = [row for row in SETTINGS if row.target == "learner" and not row.resume]
-# a second valid value of each recorded row (the window of k micro-batches is recorded for all ranks)
+# a second valid value of each recorded row
 OTHER = {"grads_accumulation": 3, "effective_batch": 64, "accumulation_schedule": {0: 2, 3: 1},
          "seed": 7, "clip_grad_norm": 1.5, "mixed_precision": "bf16"}
-RECORDED_AS = {"grads_accumulation": ["window_micro_batches"],
-               "accumulation_schedule": ["accumulation_schedule.0", "accumulation_schedule.3"],
-               # k is then derived from the effective batch, so the window is not recorded in micro-batches
-               "effective_batch": ["effective_batch", "window_micro_batches"]}
+# k is recorded only where it decides the windows: beside a schedule or an effective batch it is None
+RECORDED_AS = {"accumulation_schedule": ["accumulation_schedule.0", "accumulation_schedule.3", "grads_accumulation"],
+               "effective_batch": ["effective_batch", "grads_accumulation"]}
 
 
 def _other(row: Any) -> Any:
@@ -148,14 +147,15 @@ def test_a_record_of_before_the_table_compares_what_it_recorded() -> None:
                            run_config={"dataset": "digits", "lr": 0.003, "optimizer": "adamw", "dtype": "float32",
                                        "block_size": None})
     current = record_settings(config, 16, 1, SGD(0.1))
-    assert compare_settings(tableless, current) == []
-    assert upgrade_record(tableless)["seed"] == 0
+    upgraded = upgrade_record(tableless, 1)
+    assert compare_settings(upgraded, current) == []
+    assert upgraded["seed"] == 0 and "version" not in upgraded
     config.seed, config.run_config = 1, {**config.run_config, "lr": 0.1}
-    assert [name for name, _, _ in compare_settings(tableless, record_settings(config, 16, 1, SGD(0.1)))] == [
+    assert [name for name, _, _ in compare_settings(upgraded, record_settings(config, 16, 1, SGD(0.1)))] == [
         "run.lr", "seed"]
     # a record without run. from the table's time: settings it lacks are not compared
     api_only = {key: value for key, value in tableless.items() if key != "run"}
-    assert compare_settings(api_only, current) == []
+    assert compare_settings(upgrade_record(api_only, 1), current) == []
 
 
 @pytest.mark.parametrize(("kind", "description"), [
@@ -265,7 +265,7 @@ def test_a_record_of_this_version_is_read_as_written() -> None:
                                 "fusion", "dtype", "compensated", "seed", "block_size")}
     config = LearnerConfig(directory=Path("run"), seed=3, run_config=run)
     record = record_settings(config, 16, 1, SGD(0.1))
-    assert upgrade_record(record) == record
+    assert upgrade_record(record, 1) == record
     assert compare_settings(record, record_settings(config, 16, 1, SGD(0.1))) == []
 
 
@@ -285,5 +285,5 @@ def test_a_tuple_compares_equal_to_the_list_a_checkpoint_gives_back() -> None:
 def test_the_records_layout_version_is_not_a_setting() -> None:
     config = LearnerConfig(directory=Path("run"))
     current = record_settings(config, 16, 1, SGD(0.1))
-    assert compare_settings({**current, "version": 3}, current) == []  # a layout of another version
-    assert compare_settings({**current, "version": 3, "seed": 4}, current) == [("seed", 4, None)]
+    assert compare_settings({**current, "version": 4}, current) == []  # a layout of another version
+    assert compare_settings({**current, "version": 4, "seed": 4}, current) == [("seed", 4, None)]
