@@ -142,7 +142,8 @@ def test_a_two_rank_run_resumed_on_two_ranks_restores_the_checkpoints_random_str
 def test_a_k_already_divided_by_the_ranks_is_kept_and_another_k_is_refused(tmp_path: Path, whole: Params,
                                                                            capsys: pytest.CaptureFixture) -> None:
     _one_rank(tmp_path, 6, 1)
-    with pytest.raises(RankFailedError, match=r"other settings: grads_accumulation 6 x 1 rank\(s\) -> 4 x 2 rank\(s\);"):
+    with pytest.raises(RankFailedError,
+                       match=r"other settings: grads_accumulation 6 x 1 rank\(s\) -> 4 x 2 rank\(s\);"):
         _two_ranks(tmp_path, 4, 2, resume=True)
     capsys.readouterr()
     ranks = _two_ranks(tmp_path, 3, 2, resume=True, progress="plain")  # 2 ranks x 3 already make the window
