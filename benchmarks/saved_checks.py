@@ -24,6 +24,7 @@ from benchmarks.end_to_end.cases import CHARS  # noqa: E402
 from benchmarks.harness.timing import median, time_interleaved  # noqa: E402
 from minitorch_accum.accum import Accumulator  # noqa: E402
 from minitorch_accum.autodiff import saved_versions  # noqa: E402
+from minitorch_accum.durable_files import UnwritableOutputError, check_output_path  # noqa: E402
 
 MICRO_BATCHES = 4  # one window; the time is per micro-batch
 
@@ -78,6 +79,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeats", type=int, default=31, help="timed rounds")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
+    if args.json:
+        try:
+            check_output_path(args.json, "--json")  # refused before measuring, not after
+        except UnwritableOutputError as exc:
+            print(f"{parser.prog}: {exc}", file=sys.stderr)
+            return 2
     rows = measure([int(b) for b in args.sizes.split(",")], args.repeats)
     print(f"char transformer ({rows[0]['parameters']} parameters), ms per micro-batch, 1 thread")
     print(f"{'b':>4} {'none':>9} {'leaves':>9} {'all':>9} {'leaves %':>9} {'all %':>8}")

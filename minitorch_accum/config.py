@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import sys
 import tempfile
 import types
 import typing
@@ -27,8 +29,9 @@ T = TypeVar("T")
 
 
 class ConfigError(ValueError):
-    """A config file is missing, unreadable, not UTF-8 JSON, or does not match the config's fields
-    (names and types); the message names the file and the field."""
+    """A config file is missing, unreadable, not UTF-8 JSON, holds what JSON does not (NaN, Infinity,
+    a number beyond a float, an int too long to read, a key named twice), or does not match the
+    config's fields (names and types); the message names the file and the field."""
 
 
 def _to_json(self: Any) -> str:
@@ -177,16 +180,84 @@ def _load(cls: type[T], path: str | os.PathLike) -> T:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{where} is not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 1]!r})") from None
     try:
-        values = json.loads(text)
+        values = json.loads(text, parse_constant=_Refused.constant, parse_float=_read_float, parse_int=_read_int,
+                            object_pairs_hook=_object)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{where} is not valid JSON: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{where} nests its JSON deeper than {MAX_DEPTH} levels") from None
+    refused = _first_refused(values, cls.__name__)
+    if refused is not None:
+        raise ConfigError(f"{where}: {refused}")
     if not isinstance(values, dict):
         raise ConfigError(f"{where} must hold a JSON object, got {_kind(values)}")
     if _depth(values) > MAX_DEPTH:
         raise ConfigError(f"{where} nests its JSON deeper than {MAX_DEPTH} levels")
     return _from_dict(cls, values, str(path))
+
+
+class _Refused:
+    """A value Python's JSON reader would take but a config must not: NaN and Infinity (not JSON; a
+    learning rate of NaN trains nothing), a number beyond a float (1e999 reads as infinity), an int
+    longer than Python reads from text. Kept in place while parsing, so the message can name its field."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    @staticmethod
+    def constant(name: str) -> _Refused:
+        return _Refused(f"is {name}, which is not JSON: a config holds finite numbers")
+
+
+def _read_float(text: str) -> float | _Refused:
+    value = float(text)
+    if math.isinf(value):
+        return _Refused(f"is {text}, beyond the range of a float (it would read as {value})")
+    return value
+
+
+def _read_int(text: str) -> int | _Refused:
+    try:
+        return int(text)
+    except ValueError:  # more digits than sys.get_int_max_str_digits() allows
+        return _Refused(f"is an integer of {len(text.lstrip('-'))} digits, more than Python reads from text "
+                        f"({sys.get_int_max_str_digits()} digits, sys.set_int_max_str_digits)")
+
+
+class _Repeated(dict):  # type: ignore[type-arg]
+    """A JSON object that names a key twice (readers disagree on which value counts: refused)."""
+
+    repeated: str
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    values = dict(pairs)
+    if len(values) == len(pairs):
+        return values
+    marked, seen = _Repeated(values), set()
+    for key, _ in pairs:
+        if key in seen:
+            marked.repeated = key
+            break
+        seen.add(key)
+    return marked
+
+
+def _first_refused(values: Any, root: str) -> str | None:
+    """``FIELD why`` for the first refused value or repeated key in ``values`` (walked without
+    recursion, in the file's order), None when there is none."""
+    pending = [(values, root)]
+    while pending:
+        item, where = pending.pop()
+        if isinstance(item, _Refused):
+            return f"{where} {item.why}"
+        if isinstance(item, _Repeated):
+            return f"{where} names the key {item.repeated!r} twice (which value counts is not defined)"
+        if isinstance(item, dict):
+            pending.extend(reversed([(v, f"{where}.{k}") for k, v in item.items()]))
+        elif isinstance(item, list):
+            pending.extend(reversed([(v, f"{where}[{i}]") for i, v in enumerate(item)]))
+    return None
 
 
 def config(cls: type[T]) -> type[T]:

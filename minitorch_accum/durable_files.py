@@ -15,10 +15,13 @@ import contextlib
 import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 __all__ = [
     "NotRegularFileError",
+    "UnwritableOutputError",
+    "check_output_path",
     "describe_file_type",
     "describe_os_error",
     "fsync_directory",
@@ -40,6 +43,14 @@ class NotRegularFileError(OSError):
         super().__init__(f"{path} is {file_type}, not a regular file")
         self.path = path
         self.file_type = file_type
+
+
+class UnwritableOutputError(OSError):
+    """An output path that could not be written; the message names it, says why and what to do."""
+
+    def __init__(self, message: str, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def describe_os_error(exc: OSError) -> str:
@@ -134,3 +145,70 @@ def replace_file_atomically(path: Path, data: bytes, tmp: Path) -> None:
             os.unlink(tmp)
         raise
     fsync_directory(path.parent)
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or its closest ancestor that exists (``.`` at worst for a relative path)."""
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            return candidate
+    return Path(".")
+
+
+def _cannot_create_files_in(directory: Path) -> OSError | None:
+    """Why no file can be created in ``directory``, found by creating and removing one; None when it can."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".write-check-", dir=directory)
+    except OSError as exc:
+        return exc
+    os.close(fd)
+    os.unlink(name)
+    return None
+
+
+def _refuse(what: str, path: Path, why: str, fix: str) -> UnwritableOutputError:
+    return UnwritableOutputError(f"{what} {path}{why}; {fix}", path)
+
+
+def check_output_path(path: str | os.PathLike, what: str, directory: bool = False) -> Path:
+    """Refuse now an output that could not be written when the work that fills it is done.
+
+    A file (``directory=False``): its parent must exist and be a directory files can be
+    created in (it is never created for it: a typo would otherwise make a directory
+    somewhere unexpected, at the root as root); the file itself, when it exists, must be a
+    regular file that opens for writing. A directory (a run's ``--out``): it and its parents
+    may be missing (they are created when the work starts), but no component may be
+    anything but a directory, and the nearest existing one must take new files.
+
+    ``what`` names the path in the message (``--trace-out``, ``run directory``); raises
+    UnwritableOutputError, one line naming the path, why, and what to do. Returns the path."""
+    target = Path(path)
+    if directory:
+        existing = _nearest_existing(target)
+        fix = "choose another directory"
+    else:
+        fix = "choose another path"
+        if os.path.exists(target):  # follows a symlink, as the writers do
+            mode = os.stat(target).st_mode
+            if stat.S_ISDIR(mode):
+                raise _refuse(what, target, " is a directory", "give a file name")
+            if not stat.S_ISREG(mode):
+                raise _refuse(what, target, f" is {describe_file_type(mode)}, not a regular file", fix)
+            try:
+                os.close(os.open(target, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC))  # neither truncated nor touched
+            except OSError as exc:
+                raise _refuse(what, target, f": cannot write it: {describe_os_error(exc)}", fix) from None
+        existing = _nearest_existing(target.parent)
+    if not os.path.isdir(existing):  # follows a symlink: a link to a directory is a directory
+        kind = describe_file_type(os.stat(existing).st_mode) if os.path.exists(existing) else "a broken symlink"
+        where = " is" if existing == target else f" is inside {existing}, which is"
+        raise _refuse(what, target, f"{where} {kind}, not a directory", fix)
+    if not directory and existing != target.parent:
+        raise _refuse(what, target, f": its directory {target.parent} does not exist",
+                      f"create it first (mkdir -p {target.parent}) or choose another path")
+    cause = _cannot_create_files_in(existing)
+    if cause is not None:
+        place = "it" if existing == target else existing
+        raise _refuse(what, target, f": cannot create files in {place}: {describe_os_error(cause)}",
+                      "choose a writable directory")
+    return target

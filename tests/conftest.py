@@ -13,12 +13,15 @@ tests of the plugin always find it.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from minitorch_accum.testing import pytest_plugin
 from minitorch_accum.testing.profiles import CI_PROFILE, DEV_PROFILE
+from tests.read_only_mount import read_only_directory
 
 pytest_plugins = ("pytester",)  # tests/testing/test_pytest_plugin.py runs pytest on files it writes
 
@@ -50,3 +53,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords and not CUDA:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def read_only(tmp_path: Path) -> Iterator[Path]:
+    """An empty directory on a read-only mount (``tests/read_only_mount.py``; skipped without root)."""
+    with read_only_directory(tmp_path / "read-only") as directory:
+        yield directory

@@ -276,3 +276,32 @@ def _depth_of(value: Any) -> int:
     while isinstance(value, list):
         value, depth = (value[0] if value else None), depth + 1
     return depth
+
+
+@pytest.mark.parametrize("text, field, why", [
+    ('{"lr": NaN}', "TrainingConfig.lr", "is NaN, which is not JSON: a config holds finite numbers"),
+    ('{"lr": -Infinity}', "TrainingConfig.lr", "is -Infinity, which is not JSON"),
+    ('{"lr": 1e999}', "TrainingConfig.lr", "is 1e999, beyond the range of a float (it would read as inf)"),
+    ('{"betas": [0.9, -1e999]}', "TrainingConfig.betas[1]", "is -1e999, beyond the range of a float"),
+    ('{"accum": ' + "7" * 5000 + "}", "TrainingConfig.accum", "is an integer of 5000 digits, more than Python reads"),
+    ('{"lr": 0.1, "accum": 2, "lr": 0.2}', "TrainingConfig", "names the key 'lr' twice"),
+])
+def test_what_json_does_not_hold_is_refused_naming_the_field(tmp_path: Path, text: str, field: str,
+                                                             why: str) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"^config file {re.escape(str(path))}: {re.escape(field)} {re.escape(why)}"):
+        TrainingConfig.load(path)
+
+
+def test_a_key_named_twice_is_refused_inside_a_nested_object(tmp_path: Path) -> None:
+    @config
+    class Nested:
+        schedule: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    path = tmp_path / "nested.json"
+    path.write_text('{"schedule": {"0": 8, "4": 4, "0": 2}}')
+    with pytest.raises(ConfigError, match=r"Nested\.schedule names the key '0' twice"):
+        Nested.load(path)
+    path.write_text('{"schedule": {"0": 8, "4": 4}}')
+    assert Nested.load(path).schedule == {"0": 8, "4": 4}

@@ -1,5 +1,6 @@
-"""Durable files: a regular file read without following links or blocking, and a new file never
-written over another (the atomic replace is tested through config saves, tests/test_config.py)."""
+"""Durable files: a regular file read without following links or blocking, a new file never
+written over another (the atomic replace is tested through config saves, tests/test_config.py), and
+an output path refused before the work when it could not be written after it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 from minitorch_accum.durable_files import (
     NotRegularFileError,
+    UnwritableOutputError,
+    check_output_path,
     describe_file_type,
     describe_os_error,
     read_regular_file,
@@ -160,3 +163,83 @@ def test_a_failed_replace_raises_its_own_error_even_when_the_cleanup_fails_too(
     monkeypatch.setattr(os, "unlink", unlink)
     with pytest.raises(IsADirectoryError):
         replace_file_atomically(tmp_path / "data", b"bytes", tmp_path / ".data.tmp")
+
+
+# ------------------------------------------------------------------ outputs checked before the work
+def _entries(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def _refused(path: Path, what: str = "--trace-out", directory: bool = False) -> str:
+    with pytest.raises(UnwritableOutputError) as error:
+        check_output_path(path, what, directory=directory)
+    assert error.value.path == path and "\n" not in str(error.value)
+    return str(error.value)
+
+
+def test_a_file_output_in_a_missing_directory_is_refused_and_no_directory_made(tmp_path: Path) -> None:
+    path = tmp_path / "missing" / "deeper" / "t.json"
+    assert _refused(path) == (f"--trace-out {path}: its directory {path.parent} does not exist; create it first "
+                              f"(mkdir -p {path.parent}) or choose another path")
+    assert _entries(tmp_path) == []
+
+
+@pytest.mark.parametrize("below", ["t.json", "sub/t.json"])
+def test_a_file_in_the_way_of_an_output_is_named_and_left_alone(tmp_path: Path, below: str) -> None:
+    (tmp_path / "afile").write_text("mine")
+    path = tmp_path / "afile" / below
+    assert _refused(path) == (f"--trace-out {path} is inside {tmp_path / 'afile'}, which is a regular file, "
+                              "not a directory; choose another path")
+    assert _refused(path, "--out", directory=True).endswith("which is a regular file, not a directory; "
+                                                           "choose another directory")
+    assert (tmp_path / "afile").read_text() == "mine" and _entries(tmp_path) == ["afile"]
+
+
+def test_a_file_output_that_is_a_directory_or_a_fifo_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "t.json").mkdir()
+    assert _refused(tmp_path / "t.json") == f"--trace-out {tmp_path / 't.json'} is a directory; give a file name"
+    os.mkfifo(tmp_path / "f.png")  # opening it to write would wait for a reader
+    assert _refused(tmp_path / "f.png", "--figure") == (f"--figure {tmp_path / 'f.png'} is a FIFO, not a regular "
+                                                        "file; choose another path")
+
+
+def test_an_accepted_output_leaves_everything_as_it_was(tmp_path: Path) -> None:
+    (tmp_path / "old.json").write_text("kept")
+    before = os.stat(tmp_path / "old.json")
+    assert check_output_path(tmp_path / "old.json", "--trace-out") == tmp_path / "old.json"
+    assert check_output_path(tmp_path / "new.json", "--trace-out") == tmp_path / "new.json"
+    assert check_output_path(tmp_path / "a" / "b" / "run", "--out", directory=True) == tmp_path / "a" / "b" / "run"
+    assert check_output_path(Path("relative.json"), "--trace-out") == Path("relative.json")  # the working directory
+    after = os.stat(tmp_path / "old.json")
+    assert (tmp_path / "old.json").read_text() == "kept" and after.st_mtime_ns == before.st_mtime_ns
+    assert _entries(tmp_path) == ["old.json"]  # no probe file left, no directory made
+
+
+def test_a_directory_that_takes_no_files_is_refused_by_what_creating_one_said(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # what a user who is not root meets in a directory of someone else's (root ignores permission bits)
+    real = os.open
+
+    def denied(path: os.PathLike, flags: int, *args: object) -> int:
+        if Path(path).parent == tmp_path and flags & os.O_CREAT:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+        return real(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", denied)
+    assert _refused(tmp_path / "t.json") == (f"--trace-out {tmp_path / 't.json'}: cannot create files in {tmp_path}: "
+                                             "Permission denied (EACCES); choose a writable directory")
+    assert _refused(tmp_path / "new" / "run", "run directory", directory=True) == (
+        f"run directory {tmp_path / 'new' / 'run'}: cannot create files in {tmp_path}: Permission denied (EACCES); "
+        "choose a writable directory")
+
+
+def test_a_read_only_mount_is_refused_for_a_file_and_for_a_directory_under_it(read_only: Path) -> None:
+    assert _refused(read_only / "t.json") == (f"--trace-out {read_only / 't.json'}: cannot create files in "
+                                              f"{read_only}: Read-only file system (EROFS); choose a writable "
+                                              "directory")
+    assert _refused(read_only / "a" / "run", "--out", directory=True) == (
+        f"--out {read_only / 'a' / 'run'}: cannot create files in {read_only}: Read-only file system (EROFS); "
+        "choose a writable directory")
+    assert _refused(read_only, "--out", directory=True) == (f"--out {read_only}: cannot create files in it: "
+                                                            "Read-only file system (EROFS); choose a writable "
+                                                            "directory")

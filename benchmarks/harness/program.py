@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from benchmarks.harness.results import Plot, ResultFiles, results_dir, write_results
+from minitorch_accum.durable_files import UnwritableOutputError
 from minitorch_accum.train.setting_kinds import positive_int
 
 __all__ = ["Benchmark", "Log", "main", "override_repeats", "positive_int", "run_benchmark"]
@@ -104,7 +105,11 @@ def main(benchmark: Benchmark[Any], argv: list[str] | None = None) -> int:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     recorded = not args.quick and settings == benchmark.full_settings(args.device)
-    out = results_dir(args.out, recorded)
+    try:
+        out = results_dir(args.out, recorded)
+    except UnwritableOutputError as exc:  # said before measuring, not after
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
 
     start = time.perf_counter()
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from minitorch_accum.durable_files import check_output_path
+
 __all__ = ["QUICK_RESULTS", "TRACKED_RESULTS", "ResultFiles", "machine_tag", "results_dir", "write_results"]
 
 TRACKED_RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -35,11 +37,14 @@ class ResultFiles:
 
 def results_dir(override: str | os.PathLike | None, recorded: bool) -> Path:
     """``override`` when given; else the tracked results for a run of the recorded
-    configuration, the quick-results folder for any other run. Created if needed."""
+    configuration, the quick-results folder for any other run. Created if needed, after the
+    check that it can be (UnwritableOutputError naming ``--out`` otherwise): before the run
+    measures anything, never after."""
     if override is not None:
         path = Path(override)
     else:
         path = TRACKED_RESULTS if recorded else QUICK_RESULTS
+    check_output_path(path, "--out", directory=True)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

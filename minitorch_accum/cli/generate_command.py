@@ -53,7 +53,7 @@ _OPTIONS: tuple[tuple[str, str, Kind, str], ...] = (
     ("--temperature", "temperature", Number(positive=True),
      "divides the logits: below 1 sharper and more repetitive, above 1 more random"),
     ("--top-k", "top_k", Optional(Integer(1)), "draw only among the k most likely characters (none or 0: all)"),
-    ("--seed", "seed", Integer(), "seed of the draws: the same seed gives the same text"),
+    ("--seed", "seed", Integer(0), "seed of the draws: the same seed gives the same text"),
 )
 
 
@@ -94,6 +94,7 @@ def _recorded_run(directory: Path) -> dict[str, Any] | None:
 def load_chars_run(directory: str | Path) -> tuple[Module, CharDataset]:
     """The trained chars model of a run directory and the task's vocabulary (as a CharDataset);
     ValueError, one line, when the directory holds no finished chars run."""
+    from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     directory = Path(directory)
@@ -101,7 +102,12 @@ def load_chars_run(directory: str | Path) -> tuple[Module, CharDataset]:
     if not final.is_file():
         raise ValueError(f"{directory} holds no final.safetensors: train first with maccum train --dataset chars "
                          f"--out {directory} (a run writes it when it finishes)")
-    parameters = load_file(str(final))
+    try:
+        parameters = load_file(str(final))
+    except SafetensorError as error:  # cut short or overwritten: the header does not describe the bytes
+        raise ValueError(f"{final} is damaged and cannot be read ({error}): it was cut short or overwritten; "
+                         f"restore it, or write it anew with maccum train --dataset chars --out {directory} --resume "
+                         "(from the run's last checkpoint) or --overwrite") from None
     run = _recorded_run(directory)
     hint = f"maccum generate samples text from a chars run: maccum train --dataset chars --out {directory}"
     if run is not None and run.get("dataset", "chars") != "chars":

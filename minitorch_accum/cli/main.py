@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from minitorch_accum.train.settings import TRAINING_COMMANDS, add_options, read_options
+from minitorch_accum.train.settings import TRAINING_COMMANDS, add_options, check_outputs, read_options
 
 __all__ = ["build_parser", "main"]
 
@@ -64,6 +64,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_outputs(values: dict[str, Any], command: str) -> None:
+    """``check_outputs`` on every rank of the launch: a refusal on any rank stops every rank, each with
+    the same one line (under mpiexec, one rank exiting first would otherwise end the others unheard)."""
+    from minitorch_accum.distributed.launch import make_communicator
+    from minitorch_accum.distributed.rank_agreement import stop_if_any_rank_failed
+
+    failure: OSError | None = None
+    try:
+        check_outputs(values, command)
+    except OSError as error:
+        failure = error
+    stop_if_any_rank_failed(make_communicator("auto"), failure)
+
+
 def _bench(which: str, rest: list[str]) -> int:
     # The benchmarks are programs of the source repository, not of the installed package:
     # run the checkout's, found above the package (editable install) or the working directory.
@@ -88,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in TRAINING_COMMANDS:
             values = read_options(args, args.command)
+            _check_outputs(values, args.command)  # an output that cannot be written is refused before any work
             from minitorch_accum.backend import retain_freed_memory, set_threads
 
             set_threads(values.get("threads"))  # every CPU pool, before the first matmul

@@ -17,8 +17,9 @@ from typing import Any
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.cli.tasks import load_task
 from minitorch_accum.data import DataLoader
+from minitorch_accum.durable_files import check_output_path
 from minitorch_accum.observe.precision import PrecisionStudy, accumulation_errors, default_ks, micro_batch_gradients
-from minitorch_accum.train.setting_kinds import positive_int
+from minitorch_accum.train.setting_kinds import non_negative_int, positive_int
 
 __all__ = ["MODELS", "add_precision_parser", "parse_ks", "precision_command", "run_precision_study"]
 
@@ -58,8 +59,10 @@ def add_precision_parser(sub: Any, formatter: Any) -> None:
     parser.add_argument("--model", choices=tuple(MODELS), default="mlp",
                         help="mlp: the digits MLP; chars: the character transformer (slower)")
     parser.add_argument("--micro-batch", type=positive_int, default=8, help="items (rows) per micro-batch")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the model and of the data order")
-    parser.add_argument("--out", default="runs/precision", help="directory for precision.json and precision.png")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the model and of the data order")
+    parser.add_argument("--out", default="runs/precision", help="directory for precision.json and precision.png: "
+                        "created with its parents if missing; its nearest existing part must take new files "
+                        "(checked before the study runs)")
 
 
 def run_precision_study(model: str, ks: list[int], micro_batch: int, seed: int = 0) -> PrecisionStudy:
@@ -75,6 +78,7 @@ def run_precision_study(model: str, ks: list[int], micro_batch: int, seed: int =
 
 
 def precision_command(args: argparse.Namespace) -> int:
+    check_output_path(args.out, "--out", directory=True)  # refused now, not after the study
     study = run_precision_study(args.model, args.k, args.micro_batch, args.seed)
     print(f"accumulated window gradient against the exact sum of the same micro-batch gradients, as k grows\n"
           f"model: {study.about['task']}; micro-batches of {args.micro_batch}; "

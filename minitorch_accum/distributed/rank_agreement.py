@@ -24,8 +24,8 @@ from minitorch_accum.backend.numerics import BIT_IDENTITY_NEEDS, NumericsFingerp
 from minitorch_accum.distributed.checkpoint_broadcast import gather_json
 from minitorch_accum.distributed.communicator import Communicator
 
-__all__ = ["RanksComputeDifferentlyError", "RanksDisagreeError", "check_ranks_agree", "compare_rank_numerics",
-           "describe_disagreement", "describe_rank_numerics"]
+__all__ = ["RankStartError", "RanksComputeDifferentlyError", "RanksDisagreeError", "check_ranks_agree",
+           "compare_rank_numerics", "describe_disagreement", "describe_rank_numerics", "stop_if_any_rank_failed"]
 
 _MISSING = "<absent>"
 _SHOWN = 60  # characters of a value shown in the message
@@ -50,6 +50,28 @@ def _ranks(ranks: list[int]) -> str:
 
 class RanksComputeDifferentlyError(RanksDisagreeError):
     """Strict numerics: the ranks compute with different BLAS kernels or NumPy SIMD targets (raised on every rank)."""
+
+
+class RankStartError(RanksDisagreeError):
+    """A rank could not start the run (its directory, an output path): raised on every rank with that
+    rank's message, so each says the same thing before the job ends."""
+
+
+def stop_if_any_rank_failed(comm: Communicator, failure: Exception | None) -> None:
+    """Return when no rank failed to start; otherwise every rank raises, none left waiting in a collective.
+
+    ``failure``: what this rank could not do (None: nothing failed). In one process it is raised
+    itself; data-parallel, every rank raises the same RankStartError holding the message of the
+    lowest failing rank (prefixed ``rank R:`` when that is not rank 0), chained from its own failure.
+    Every rank takes part: one all-reduce, and one all-gather pair when something failed."""
+    if not comm.agree(failure is not None):
+        return
+    if comm.world_size == 1:
+        assert failure is not None
+        raise failure
+    messages = gather_json(comm, None if failure is None else str(failure))
+    rank, message = next((r, m) for r, m in enumerate(messages) if m is not None)
+    raise RankStartError(message if rank == 0 else f"rank {rank}: {message}", comm) from failure
 
 
 def _show(value: Any) -> str:

@@ -191,6 +191,7 @@ class Learner:
         compute with another BLAS kernel or NumPy SIMD target are named in one line, or refused with
         ``strict_numerics`` (``backend/numerics.py``), as is a resume on a machine that computes otherwise
         than the checkpoint's."""
+        TrainingTrace.check_path(self.config.trace_out, self.comm)  # every rank, before the lock: not after training
         try:
             with contextlib.ExitStack() as hold:
                 # from the lock to the last byte: a signal at any instant leaves a checkpoint or a complete run

@@ -13,7 +13,7 @@ import re
 import stat
 from pathlib import Path
 
-from minitorch_accum.durable_files import describe_os_error
+from minitorch_accum.durable_files import UnwritableOutputError, check_output_path, describe_os_error
 from minitorch_accum.train.checkpoint import CheckpointError, FileCheckpointer
 
 __all__ = ["CHECKPOINTS", "RUN_FILES", "RunCompleteError", "RunDirectoryError", "check_run_directory",
@@ -46,14 +46,12 @@ class RunCompleteError(RunDirectoryError):
 
 def require_directory(directory: Path) -> None:
     """RunDirectoryError unless ``directory`` is a directory or can be created as one (no
-    regular file in the way, at it or above it)."""
-    for candidate in (directory, *directory.parents):
-        if os.path.lexists(candidate):
-            if not candidate.is_dir():  # follows a symlink: a link to a directory is fine
-                what = "is" if candidate == directory else f"is inside {candidate}, which is"
-                raise RunDirectoryError(f"run directory {directory} {what} a regular file, not a directory; "
-                                        "choose another directory")
-            return
+    regular file in the way, at it or above it) and its nearest existing part takes new files
+    (not a read-only disk): ``durable_files.check_output_path``'s rule for a directory."""
+    try:
+        check_output_path(directory, "run directory", directory=True)
+    except UnwritableOutputError as exc:
+        raise RunDirectoryError(str(exc)) from None
 
 
 def _is_empty_file(path: Path) -> bool:
@@ -89,7 +87,7 @@ def _run_entries(directory: Path) -> list[str]:
 def check_run_directory(path: str | os.PathLike, resume: bool, overwrite: bool) -> list[Path]:
     """Make sure a run may start in ``path``; return what ``overwrite`` removed.
 
-    - ``path`` is a regular file (or lies under one): RunDirectoryError.
+    - ``path`` is a regular file (or lies under one), or cannot take new files: RunDirectoryError.
     - ``resume``: nothing else is checked here (FileCheckpointer says when there is no
       checkpoint to resume from).
     - a new run into a directory that holds a run (metrics.jsonl, final.safetensors, a

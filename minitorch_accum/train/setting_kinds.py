@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-__all__ = ["Choice", "Flag", "Integer", "Kind", "Number", "Optional", "Value", "positive_int"]
+__all__ = ["Choice", "Flag", "Integer", "Kind", "Number", "Optional", "Value", "non_negative_int", "positive_int"]
 
 
 class Kind:
@@ -138,12 +138,19 @@ class Value(Kind):
         return self.description
 
 
-_POSITIVE = Integer(1)
+def _read_int(kind: Integer, text: str) -> int:
+    try:
+        return kind.check("the value", kind.from_text(text))
+    except ValueError as error:
+        # argparse names the option itself ("argument --seed: must be ..."): no second name here
+        raise argparse.ArgumentTypeError(str(error).removeprefix("the value ")) from None
 
 
 def positive_int(text: str) -> int:
     """An argparse type: a whole number above zero (for programs outside the table, the benchmarks)."""
-    try:
-        return _POSITIVE.check("the value", _POSITIVE.from_text(text))
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error).removeprefix("the value ")) from None
+    return _read_int(Integer(1), text)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number of zero or more (a seed, for programs outside the table)."""
+    return _read_int(Integer(0), text)

@@ -14,7 +14,8 @@ what the command line builds the model, data and optimizer from (recorded under 
 ``loader`` is the micro-batch, the DataLoader's batch size (the Learner records it); ``command``
 rows steer one invocation and are never recorded. Data-parallel ranks must hold the same value of
 every learner row (``train/run_agreement.py`` checks it at the start), except a ``per_rank`` one.
-A new setting is one row here plus its use.
+A row with an ``output`` names a path the command writes, checked by ``check_outputs`` before the
+command runs. A new setting is one row here plus its use.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from minitorch_accum.accum import FUSIONS, REDUCTIONS
 from minitorch_accum.backend import parse_device
 from minitorch_accum.data import DATASETS
 from minitorch_accum.distributed.launch import COMMUNICATORS
+from minitorch_accum.durable_files import check_output_path
 from minitorch_accum.models import DIGITS_MLP_VARIANTS
 from minitorch_accum.optim.lr_scheduler import LRScheduler
 from minitorch_accum.train.metrics import METRICS
@@ -38,7 +40,7 @@ from minitorch_accum.train.setting_kinds import Choice, Flag, Integer, Kind, Num
 from minitorch_accum.train.training_trace import trace_file_name
 
 __all__ = ["OPTIMIZERS", "SETTINGS", "TRAINING_COMMANDS", "LearnerConfig", "ProgressMode", "Setting", "add_options",
-           "commanded", "for_learner", "read_options", "setting"]
+           "check_outputs", "commanded", "for_learner", "read_options", "setting"]
 
 #: the commands whose options come from this table
 TRAINING_COMMANDS = ("train", "compare", "explain")
@@ -64,6 +66,7 @@ class Setting:
     commands: tuple[str, ...] = _TRAINING
     symbol: str | None = None  # the letter the docs use (k), shown in errors
     per_rank: bool = False  # True: each data-parallel rank may hold its own value (never compared between ranks)
+    output: str | None = None  # "file" or "directory": a path the command writes, checked before it starts
 
     def label(self, from_command_line: bool = False) -> str:
         """How errors name it: ``grads_accumulation (k)`` in the API, ``--accum (k)`` on the command line."""
@@ -159,7 +162,7 @@ SETTINGS: tuple[Setting, ...] = (
             "16-bit parameters and activations over a float32 arena; fp16 adds dynamic loss scaling"),
     Setting("clip_grad_norm", Optional(Number(positive=True)), None, "clip the window's gradient to this global norm"),
     Setting("drop_last_window", Flag(), False, "drop a partial window at an epoch's end instead of stepping it"),
-    Setting("seed", Optional(Integer()), None, "seed of the model, the data order and dropout",
+    Setting("seed", Optional(Integer(0)), None, "seed of the model, the data order and dropout",
             flag="--seed", cli_default=0, commands=_ALL),
     # ---- what the command line builds the run from (recorded under run.)
     Setting("dataset", Choice(DATASETS), "digits", "built-in task: digits (MLP), sequences (padded sentences), "
@@ -195,12 +198,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("trace_out", Value(trace_file_name, "None or a file name ending in .json"), None,
             "write a Chrome/Perfetto trace (Trace Event Format: open it in ui.perfetto.dev) of every window: "
             "micro-batches, kernels and their path, the close, the step, memory; one file per rank under "
-            "mpiexec (run.trace.rank1.json); explain also writes PyTorch's memory snapshot beside it",
-            resume=True, flag="--trace-out", commands=("train", "explain"), per_rank=True),
+            "mpiexec (run.trace.rank1.json); explain also writes PyTorch's memory snapshot beside it; its directory "
+            "must exist and take new files (checked before the first step)",
+            resume=True, flag="--trace-out", commands=("train", "explain"), per_rank=True, output="file"),
     Setting("figure", Value(_png_name, "None or a file name ending in .png"), None,
             "draw the window's timeline (forward and backward of each micro-batch, the kernels writing the arena, "
-            "the array bytes alive, the close, the step) beside one batch of the same items, as a PNG",
-            target="command", resume=True, flag="--figure", commands=("explain",)),
+            "the array bytes alive, the close, the step) beside one batch of the same items, as a PNG; its directory "
+            "must exist and take new files (checked before anything runs)",
+            target="command", resume=True, flag="--figure", commands=("explain",), output="file"),
     Setting("tui", Flag(), False, "watch the run in a terminal monitor (Textual): loss and accuracy per optimizer "
             "step, the window filling, memory, items/s, lr, checkpoints; q stops at the window's end with a "
             "checkpoint (without a terminal: the plain progress)", target="command", resume=True, flag="--tui",
@@ -229,8 +234,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("check_every", _POSITIVE, 50, "optimizer steps between checks that every rank holds the same parameters",
             resume=True),
     # ---- one invocation of a command
-    Setting("out", Kind(), None, "directory for metrics, checkpoints, final parameters", target="command",
-            resume=True, flag="--out", cli_default="runs/train", commands=_TRAINING),
+    Setting("out", Kind(), None, "directory for metrics, checkpoints, final parameters: created with its parents "
+            "if missing; its nearest existing part must be a directory that takes new files (checked before the "
+            "first step)", target="command", resume=True, flag="--out", cli_default="runs/train", commands=_TRAINING,
+            output="directory"),
     Setting("resume", Flag(), False, "continue from the latest checkpoint in --out", target="command", resume=True,
             flag="--resume", commands=("train",)),
     Setting("overwrite", Flag(), False, "start afresh in an --out that already holds a run (its files are replaced)",
@@ -290,6 +297,17 @@ def read_options(args: argparse.Namespace, command: str) -> dict[str, Any]:
     for row in commanded(command):
         values[row.name] = row.check(getattr(args, row.name), from_command_line=True)
     return values
+
+
+def check_outputs(values: Mapping[str, Any], command: str) -> None:
+    """Refuse, before anything runs, an output path of ``command`` that could not be written at
+    its end: each row with an ``output`` (``durable_files.check_output_path``'s rules: a file's
+    directory must exist and take new files; a directory may be created, but nothing in its
+    way may be a file, and its nearest existing part must take new files). UnwritableOutputError
+    (an OSError), one line naming the option, the path and why."""
+    for row in commanded(command):
+        if row.output is not None and values.get(row.name) is not None:
+            check_output_path(values[row.name], row.flag or row.name, directory=row.output == "directory")
 
 
 def for_learner(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,8 @@ import numpy as np
 
 from minitorch_accum.accum import Accumulator
 from minitorch_accum.distributed import Communicator
+from minitorch_accum.distributed.rank_agreement import stop_if_any_rank_failed
+from minitorch_accum.durable_files import check_output_path
 from minitorch_accum.observe import AccumulationTrace
 from minitorch_accum.observe.chrome_trace import rank_trace_path, write_chrome_trace
 
@@ -55,6 +57,20 @@ class TrainingTrace:
                                                  np.float64)[0])
         self.written: Path | None = None
         self._previous: AccumulationTrace | None = None
+
+    @staticmethod
+    def check_path(path: str | os.PathLike | None, comm: Communicator) -> None:
+        """Refuse, when ``fit`` starts, a trace some rank could not write when it ends: each rank checks
+        its own file (``durable_files.check_output_path``: the directory exists and takes new files).
+        Every rank takes part, with a path or without; a refusal is raised on every rank (one process:
+        UnwritableOutputError; data-parallel: RankStartError, the lowest failing rank's message)."""
+        failure: OSError | None = None
+        if path is not None:
+            try:
+                check_output_path(rank_trace_path(path, comm.rank, comm.world_size), "trace_out")
+            except OSError as error:
+                failure = error
+        stop_if_any_rank_failed(comm, failure)
 
     def __enter__(self) -> TrainingTrace:
         self._previous = self.accumulator.trace

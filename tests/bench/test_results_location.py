@@ -81,3 +81,16 @@ def test_only_the_recorded_configuration_writes_the_tracked_folder(
     written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.json"))
     assert written and all(p.parent == folders[folder].relative_to(tmp_path) for p in written), written
     assert {p.name for p in written} >= {"toy-latest-cpu.json"}
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_measuring(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    def measure(settings: _ToySettings, log: Any) -> dict[str, Any]:
+        raise AssertionError("measured before refusing --out")
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("mine")
+    assert program_main(replace(_toy(), measure=measure), ["--quick", "--out", str(blocker / "results")]) == 2
+    assert capsys.readouterr().err == (f"python benchmarks/toy.py: --out {blocker / 'results'} is inside {blocker}, "
+                                       "which is a regular file, not a directory; choose another directory\n")
+    assert blocker.read_text() == "mine"

@@ -110,3 +110,19 @@ def test_a_prompt_longer_than_the_block_is_read_through_its_last_block(chars_run
     text = generate(capsys, "--from", str(chars_run), "--prompt", long, "--tokens", "5", "--top-k", "1")
     tail = generate(capsys, "--from", str(chars_run), "--prompt", long[-BLOCK:], "--tokens", "5", "--top-k", "1")
     assert text == long[:-BLOCK] + tail  # only the last block of context reaches the model
+
+
+@pytest.mark.parametrize("damage", ["cut short", "overwritten"])
+def test_a_damaged_final_file_is_one_sentence_naming_it(chars_run: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture, damage: str) -> None:
+    whole = (chars_run / "final.safetensors").read_bytes()
+    final = tmp_path / "final.safetensors"
+    final.write_bytes(whole[:len(whole) // 2] if damage == "cut short" else b"not a safetensors file at all")
+    error = one_line_error(capsys, "--from", str(tmp_path))
+    assert error.startswith(f"maccum generate: error: {final} is damaged and cannot be read (")
+    assert "cut short or overwritten; restore it, or write it anew with maccum train --dataset chars" in error
+
+
+def test_a_negative_seed_is_refused_naming_the_option_once(chars_run: Path, capsys: pytest.CaptureFixture) -> None:
+    error = one_line_error(capsys, "--from", str(chars_run), "--seed", "-1")
+    assert error == "maccum generate: error: --seed must be a non-negative int, got -1\n"

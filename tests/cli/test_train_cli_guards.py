@@ -58,3 +58,19 @@ def test_fusion_none_trains_in_one_process(tmp_path: Path, capsys: pytest.Captur
     # containers (fusion none) need no arena to reduce
     assert main(["train", *SMALL, "--fusion", "none", "--out", str(tmp_path)]) == 0
     assert "trained" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["train", "compare", "explain", "precision"])
+def test_a_negative_seed_is_refused_naming_the_option_once(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                          command: str) -> None:
+    # NumPy's seeds are non-negative: without the check, "expected non-negative integer" named nothing
+    argv = [command, "--seed", "-1", *([] if command == "explain" else ["--out", str(tmp_path / "out")])]
+    if command == "precision":  # its own parser: argparse names the option and exits
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        assert stop.value.code == 2
+        assert capsys.readouterr().err.endswith("error: argument --seed: must be a non-negative int, got -1\n")
+    else:
+        assert main(argv) == 2
+        assert capsys.readouterr().err == f"maccum {command}: error: --seed must be a non-negative int, got -1\n"
+    assert not (tmp_path / "out").exists()

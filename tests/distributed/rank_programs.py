@@ -14,6 +14,7 @@ from minitorch_accum import nn, optim
 from minitorch_accum.accum import Accumulator
 from minitorch_accum.data import ArrayDataset, DataLoader
 from minitorch_accum.distributed import DataParallel, MPICommunicator, rank_windows
+from minitorch_accum.distributed.rank_agreement import RankStartError
 from minitorch_accum.nn import functional as F
 from minitorch_accum.train import Classifier, LearnerBuilder
 
@@ -135,6 +136,21 @@ def fit(out: Path, k: int, epochs: int, *, compensated: bool, resume: bool = Fal
             "parameters": sum(p.size for p in trained.parameters()), "stepper": type(learner.stepper).__name__}))
 
 
+def refused_starts(out: Path, traces: list[str]) -> None:
+    """A fit for each trace path, each of which some rank cannot write: every rank writes what it raised
+    to refused-{i}-rank{r}.json (its message, the steps taken, whether the run directory exists)."""
+    for index, trace in enumerate(traces):
+        learner = (LearnerBuilder(out / f"run{index}").progress("none").trace(trace).distributed()
+                   .build(mlp(), optim.AdamW(lr=0.01)))
+        learner.step_model.train_step = lambda batch: sys.exit("a micro-batch ran before the trace was checked")
+        try:
+            learner.fit(DataLoader(classification_data(), 4, seed=3))
+        except RankStartError as error:
+            (out / f"refused-{index}-rank{learner.rank}.json").write_text(json.dumps({
+                "message": str(error), "step": learner.step, "run_directory": (out / f"run{index}").exists()}))
+            error.wait_for_every_rank()
+
+
 class FailingClassifier(Classifier):
     """Raises on rank 1 at its ``fail_at``-th micro-batch, while rank 0 goes on into the collective."""
 
@@ -206,6 +222,8 @@ def main(argv: list[str]) -> None:
             poisoned_item=int(options["poison"]) if "poison" in options else None)
     elif scenario == "stop_after_training":
         stop_after_training(out, int(options["signal"]), int(options["target"]))
+    elif scenario == "refused_starts":
+        refused_starts(out, options["traces"].split(","))
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
 

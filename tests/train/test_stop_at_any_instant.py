@@ -271,9 +271,18 @@ def test_a_longer_resume_of_a_complete_run_needs_a_checkpoint(tmp_path: Path) ->
 
 def test_a_trace_that_cannot_be_written_costs_not_the_final_parameters(tmp_path: Path,
                                                                         uninterrupted: dict[str, np.ndarray]) -> None:
-    (tmp_path / "a-file").write_text("in the way")
-    trace = tmp_path / "a-file" / "trace.json"
-    learner = _builder(tmp_path).trace(trace).build(Classifier(model()), optim.AdamW(lr=0.01))
+    # the trace's directory is fine when fit starts (it is checked then) and becomes a file during training
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    trace = traces / "trace.json"
+
+    def put_a_file_in_the_way(learner: object, record: dict) -> None:
+        if traces.is_dir():
+            traces.rmdir()
+            traces.write_text("in the way")
+
+    learner = (_builder(tmp_path).trace(trace).on_step_end(put_a_file_in_the_way)
+               .build(Classifier(model()), optim.AdamW(lr=0.01)))
     with pytest.raises(TraceWriteError, match=rf"^cannot write the trace {trace}: [^;]+ \(E[A-Z]+\); the run is "
                                               rf"complete: {tmp_path / 'final.safetensors'} was kept$"):
         learner.fit(*_loaders())

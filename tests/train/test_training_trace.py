@@ -4,6 +4,7 @@ Learner's forward passes and steps beside the Accumulator's backward, close and 
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 import minitorch_accum as mta
 from minitorch_accum import nn, optim
 from minitorch_accum.data import ArrayDataset, DataLoader
+from minitorch_accum.durable_files import UnwritableOutputError
 from minitorch_accum.train import LearnerBuilder, TrainingInterrupted
 from tests.trace_events import check_trace_event_format, complete, inside
 
@@ -75,3 +77,23 @@ def test_the_trace_name_is_checked_by_the_builder(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"trace_out must end in \.json"):
         LearnerBuilder(tmp_path).trace(tmp_path / "fit.trace")
     assert LearnerBuilder(tmp_path).trace(None) is not None
+
+
+@pytest.mark.parametrize("where", ["under a regular file", "on a read-only mount"])
+def test_a_trace_that_cannot_be_written_is_refused_when_fit_starts(tmp_path: Path, request: pytest.FixtureRequest,
+                                                                   where: str) -> None:
+    if where == "under a regular file":
+        (tmp_path / "afile").write_text("mine")
+        trace, why = tmp_path / "afile" / "t.json", "which is a regular file"
+    else:
+        trace, why = request.getfixturevalue("read_only") / "t.json", "Read-only file system (EROFS)"
+    mta.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 2))
+    before = model[0].weight.numpy().copy()
+    learner = LearnerBuilder(tmp_path / "run").progress("none").trace(trace).build(model, optim.AdamW(lr=0.01))
+    learner.step_model.train_step = lambda batch: pytest.fail("a micro-batch ran before the trace was checked")
+    data = ArrayDataset(np.zeros((8, 6)), np.zeros(8, dtype=np.int64))
+    with pytest.raises(UnwritableOutputError, match=rf"^trace_out {trace}.*{re.escape(why)}"):
+        learner.fit(DataLoader(data, 4))
+    assert learner.step == 0 and np.array_equal(model[0].weight.numpy(), before)
+    assert not (tmp_path / "run").exists()  # nor its lock, metrics or checkpoints
