@@ -15,7 +15,7 @@ line alike.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -187,12 +187,12 @@ class LearnerBuilder:
         return self
 
     def config(self, settings: Any) -> LearnerBuilder:
-        """Record the run's own settings (a ``minitorch_accum.config.config`` dataclass or a dict of
-        JSON values) in every checkpoint; a resume with different settings is refused."""
-        if hasattr(settings, "to_json"):
-            settings = json.loads(settings.to_json())
+        """Record the run's own settings (a dict of JSON values, or a dataclass of them) in every
+        checkpoint; a resume with different settings is refused."""
+        if dataclasses.is_dataclass(settings) and not isinstance(settings, type):
+            settings = dataclasses.asdict(settings)
         if not isinstance(settings, dict):
-            raise TypeError(f"config expects a @config dataclass or a dict, got {type(settings).__name__}")
+            raise TypeError(f"config expects a dict or a dataclass, got {type(settings).__name__}")
         # checked now, not at the first checkpoint (after training up to it); tuples are taken as
         # the lists JSON gives back, which a resume compares equal
         settings = _tuples_as_lists(dict(settings))

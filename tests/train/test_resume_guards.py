@@ -3,6 +3,7 @@ epoch's end, a torn metrics line, and what an interrupted run reports."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -235,3 +236,15 @@ def test_a_run_config_is_checked_when_given_and_its_tuples_kept_as_lists(tmp_pat
         LearnerBuilder(tmp_path).config({"width": np.int64(3)})
     with pytest.raises(TypeError, match=r"^checkpoint config has the key 1 of type int"):
         LearnerBuilder(tmp_path).config({1: "one"})
+
+
+def test_a_dataclass_run_config_is_recorded_as_its_fields(tmp_path: Path) -> None:
+    @dataclasses.dataclass
+    class Run:
+        hidden: tuple[int, ...] = (16, 3)
+        name: str = "a"
+
+    assert LearnerBuilder(tmp_path).config(Run())._config.run_config == {"hidden": [16, 3], "name": "a"}
+    for wrong, named in ((3, "int"), (Run, "type")):  # the class is not a config: an instance is
+        with pytest.raises(TypeError, match=rf"^config expects a dict or a dataclass, got {named}$"):
+            LearnerBuilder(tmp_path).config(wrong)
