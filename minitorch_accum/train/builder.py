@@ -41,7 +41,7 @@ _EVERY = Integer(1)
 class LearnerBuilder:
     """Collects the training configuration; ``build(model, optimizer)`` returns a Learner."""
 
-    def __init__(self, directory: str | os.PathLike) -> None:
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
         self._config = LearnerConfig(directory=Path(directory))
         self._callbacks: list[Callback] = []
 
@@ -135,7 +135,7 @@ class LearnerBuilder:
         self._set("checkpoint_every_micro_batches", every_micro_batches)
         return self._set("checkpoint_keep", keep)
 
-    def trace(self, path: str | os.PathLike | None) -> LearnerBuilder:
+    def trace(self, path: str | os.PathLike[str] | None) -> LearnerBuilder:
         """Write a Chrome/Perfetto trace of ``fit`` to ``path`` (a ``.json`` file: open it in
         ui.perfetto.dev): every window, micro-batch, kernel and its path, the close, the step and
         the memory counters; under mpiexec one file per rank. None turns it off."""

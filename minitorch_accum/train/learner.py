@@ -94,7 +94,7 @@ class Learner:
         self.is_main = self.rank == 0
         # float16 losses hold at most 65504, so the scale starts at 2^15 rather than PyTorch's 2^16
         scaler = DynamicLossScaler(init_scale=2.0**15) if config.mixed_precision == "fp16" else None
-        self.accumulator = Accumulator(self.step_model, steps=max(1, config.grads_accumulation),
+        self.accumulator = Accumulator(self.step_model, steps=config.grads_accumulation,
                                        reduction=config.reduction, fusion=config.fusion,
                                        accum_dtype=config.accum_dtype, compensated=config.compensated,
                                        loss_scaler=scaler, reducer=self.data_parallel)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import pickle
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,14 @@ from minitorch_accum.optim import SGD, AdamW
 from minitorch_accum.train import LearnerBuilder
 from minitorch_accum.train.run_settings import compare_settings, record_settings, upgrade_record
 from minitorch_accum.train.setting_kinds import Choice, Flag, Integer, Kind, Number, Optional, positive_int
-from minitorch_accum.train.settings import SETTINGS, TRAINING_COMMANDS, LearnerConfig, read_options, setting
+from minitorch_accum.train.settings import (
+    SETTINGS,
+    TRAINING_COMMANDS,
+    LearnerConfig,
+    learner_config,
+    read_options,
+    setting,
+)
 
 RECORDED = [row for row in SETTINGS if row.target == "learner" and not row.resume]
 # a second valid value of each recorded row
@@ -38,10 +47,44 @@ def _other(row: Any) -> Any:
     raise AssertionError(f"give the test a second value for {row.name}")
 
 
-def test_learner_config_has_one_field_per_learner_row_with_its_default() -> None:
-    fields = {f.name: f.default for f in dataclasses.fields(LearnerConfig)}
-    learner_rows = {row.name: row.default for row in SETTINGS if row.target == "learner"}
-    assert fields == {"directory": dataclasses.MISSING, **learner_rows, "run_config": None}
+def test_learner_config_has_one_field_per_learner_row_in_its_order_with_its_default() -> None:
+    fields = [(f.name, f.default) for f in dataclasses.fields(LearnerConfig)]
+    learner_rows = [(row.name, row.default) for row in SETTINGS if row.target == "learner"]
+    assert fields == [("directory", dataclasses.MISSING), *learner_rows, ("run_config", None)]
+
+
+def test_learner_config_fields_are_typed_as_their_rows_values() -> None:
+    # each row's default (and a second value of each recorded row) is of its field's declared type
+    hints = typing.get_type_hints(LearnerConfig)
+    for row in SETTINGS:
+        if row.target == "learner":
+            values = [row.default] + ([row.check(_other(row))] if row in RECORDED else [])
+            for value in values:
+                assert _is_of(value, hints[row.name]), (row.name, value, hints[row.name])
+
+
+def _is_of(value: Any, hint: Any) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_of(value, arm) for arm in args)
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_is_of(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(_is_of(k, args[0]) and _is_of(v, args[1]) for k, v in value.items())
+    if hint is float:
+        return type(value) is float
+    if hint is int:
+        return type(value) is int
+    return value is None if hint is type(None) else isinstance(value, hint)
+
+
+def test_learner_config_takes_checked_values_as_they_are_and_records_the_task_rows() -> None:
+    values = read_options(build_parser().parse_args(["train", "--accum", "3", "--lr", "0.1"]), "train")
+    config = learner_config("runs/x", values)
+    assert (config.directory, config.grads_accumulation, config.checkpoint_every_steps) == (Path("runs/x"), 3, 10)
+    assert config.run_config == {"dataset": "digits", "lr": 0.1, "optimizer": "adamw", "dtype": "float32",
+                                 "block_size": None}
+    assert learner_config("runs/x", {"seed": 4}) == LearnerConfig(directory=Path("runs/x"), seed=4)
 
 
 @pytest.mark.parametrize("row", RECORDED, ids=lambda row: row.name)
