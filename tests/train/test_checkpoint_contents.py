@@ -414,7 +414,7 @@ def _learner(directory: Path, kind: str = "adamw", optimizer: optim.Optimizer | 
 
 def _check(learner: Any, arrays: dict, state: dict) -> None:
     check_checkpoint_record(state, HERE)
-    check_checkpoint_contents(learner, arrays, state, _data(), HERE)
+    check_checkpoint_contents(learner.parts, arrays, state, _data(), HERE)
 
 
 def _arrays(group: str, change: Callable[[dict], Any]) -> Callable[[dict, dict], Any]:

@@ -217,7 +217,7 @@ def test_final_parameters_that_cannot_be_written_name_the_file_and_why(tmp_path:
     last = learner.checkpoints.last_saved[1]
     with pytest.raises(RunDirectoryError, match=rf"^cannot write {re.escape(str(final))}: Is a directory \(EISDIR\); "
                                                 rf"the last checkpoint is {re.escape(str(last))} \(resume from it\)$"):
-        learner.checkpoints.save_final()
+        learner.checkpoints.save_final(learner.step)
 
 
 def test_a_run_config_is_checked_when_given_and_its_tuples_kept_as_lists(tmp_path: Path) -> None:
