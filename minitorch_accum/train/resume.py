@@ -121,7 +121,7 @@ class LearnerCheckpoints:
     def record(self, loader: DataLoader) -> dict[str, Any]:
         """This run's settings, for the checkpoints and the resume comparison."""
         run = self.run
-        return record_settings(run.config, loader.batch_size, run.world_size, run.optimizer)
+        return record_settings(run.config, loader.batch_size, run.comm.world_size, run.optimizer)
 
     # ---------------------------------------------------------------- save
     def save(self, epoch: int, next_batch: int, step: int, validated: bool, window: WindowTotals) -> Path | None:
@@ -130,11 +130,11 @@ class LearnerCheckpoints:
         state is gathered)."""
         run = self.run
         rng = get_rng_state()
-        rng_ranks = gather_json(run.comm, rng) if run.world_size > 1 else None
+        rng_ranks = gather_json(run.comm, rng) if run.comm.world_size > 1 else None
         acc_state = run.accumulator.state_dict()
         if run.stepper is not run.optimizer:
             opt_state = run.stepper.state_dict()  # ZeRO-1 gathers the shards: every rank takes part
-        if not run.is_main:
+        if run.comm.rank != 0:
             # every rank knows where the last checkpoint was taken, so all decide alike whether a stop saves again
             self.last_saved = ((step, epoch, next_batch), None)
             return None
@@ -147,7 +147,7 @@ class LearnerCheckpoints:
         config = run.config
         state = {
             "epoch": epoch, "next_batch": next_batch, "step": step,
-            "world_size": run.world_size, "validated": validated,
+            "world_size": run.comm.world_size, "validated": validated,
             "rng": rng, "rng_ranks": rng_ranks,
             "scheduler": None if config.lr_scheduler is None else config.lr_scheduler.state_dict(),
             "optimizer": {"step_count": opt_state["step_count"], "skipped_steps": opt_state["skipped_steps"],
@@ -175,7 +175,7 @@ class LearnerCheckpoints:
             saved = {**self.settings, **{k: v for k, v in state["config"].items() if k in ("reduction", "fusion")}}
         saved_world = int(state.get("world_size", 1))
         saved = upgrade_record(saved, saved_world)
-        if saved_world != run.world_size:
+        if saved_world != run.comm.world_size:
             if state["accumulator"]["micro_step"]:
                 raise SettingsMismatchError(
                     f"the checkpoint was taken mid-window by {saved_world} process(es); resume it with "
@@ -201,7 +201,7 @@ class LearnerCheckpoints:
         """The same k (or schedule) as the checkpoint's, on another number of ranks: the k per rank
         that keeps each window (a k already divided by the ranks is kept, any other compared)."""
         config = self.run.config
-        saved_k, world = saved["grads_accumulation"], self.run.world_size
+        saved_k, world = saved["grads_accumulation"], self.run.comm.world_size
         if saved_k is not None and self.settings["grads_accumulation"] == saved_k:
             k = rescale_k(saved_k, saved_world, world)
             progress.message(
@@ -237,14 +237,14 @@ class LearnerCheckpoints:
         Lines for the user go to ``notes``, a numerics difference to ``alerts`` (else ``notes``)."""
         run = self.run
         loaded = None
-        if run.is_main:
+        if run.comm.rank == 0:
             checkpoint = self.checkpointer.load_checkpoint(require=("model", "optimizer", "accumulator"),
                                                            set_aside_damaged=True)
             if checkpoint.message is not None:  # latest was damaged (kept aside): an older intact one is used
                 print(checkpoint.message, file=sys.stderr, flush=True)  # whatever the progress mode
             loaded = (checkpoint.arrays, checkpoint.state)
             self.restored_from = checkpoint.path
-        arrays, state = share_checkpoint(run.comm, loaded) if run.world_size > 1 else loaded
+        arrays, state = share_checkpoint(run.comm, loaded) if run.comm.world_size > 1 else loaded
         check_checkpoint_record(state, self.restored_from)  # keys and types, before anything reads them
         self.adopt_settings(state, loader, progress)
         differs = self.compare_numerics(state)
@@ -267,8 +267,8 @@ class LearnerCheckpoints:
         scheduler = run.config.lr_scheduler
         if scheduler is not None and state["scheduler"] is not None:
             scheduler.load_state_dict(state["scheduler"])
-        if int(state.get("world_size", 1)) == run.world_size:  # else each rank keeps the stream it was seeded with
-            set_rng_state(state["rng"] if run.world_size == 1 else state["rng_ranks"][run.rank])
+        if int(state.get("world_size", 1)) == run.comm.world_size:  # else each rank keeps the stream it was seeded with
+            set_rng_state(state["rng"] if run.comm.world_size == 1 else state["rng_ranks"][run.comm.rank])
         window = WindowTotals()
         window.load(state["window"])
         step = int(state["step"])
@@ -277,7 +277,7 @@ class LearnerCheckpoints:
         if next_batch >= len(loader):
             epoch, next_batch = epoch + 1, 0
         notes.insert(0, f"resumed from step {step} (epoch {epoch}, micro-batch {next_batch})"
-                        + (f" of {self.restored_from}" if run.is_main else ""))
+                        + (f" of {self.restored_from}" if run.comm.rank == 0 else ""))
         return Resumed(epoch, next_batch, step, bool(state.get("validated", True)), window)
 
     def save_final(self, steps: int) -> Path:

@@ -60,7 +60,7 @@ def _flatten(record: Mapping[str, Any], prefix: str) -> dict[str, Any]:
 def settings_description(run: RunParts, loader: DataLoader, resume: bool) -> dict[str, Any]:
     """The settings every rank must share, by name (recorded ones and those that shape collectives)."""
     config = run.config
-    recorded = record_settings(config, loader.batch_size, run.world_size, run.optimizer)
+    recorded = record_settings(config, loader.batch_size, run.comm.world_size, run.optimizer)
     description = _flatten(recorded, "")
     for row in SETTINGS:
         if row.target == "learner" and not row.per_rank and row.name not in description:

@@ -22,7 +22,8 @@ __all__ = ["RunParts"]
 
 @dataclass(frozen=True)
 class RunParts:
-    """What one Learner's run is made of (the objects themselves, shared with the Learner)."""
+    """What one Learner's run is made of (the objects themselves, shared with the Learner); its rank
+    and the number of ranks are the communicator's (rank 0 writes the run's files)."""
 
     directory: Path
     config: LearnerConfig
@@ -34,16 +35,3 @@ class RunParts:
     stepper: Optimizer | ZeroRedundancyOptimizer
     accumulator: Accumulator
     comm: Communicator
-
-    @property
-    def world_size(self) -> int:
-        return self.comm.world_size
-
-    @property
-    def rank(self) -> int:
-        return self.comm.rank
-
-    @property
-    def is_main(self) -> bool:
-        """Rank 0: the one that writes the run's files."""
-        return self.comm.rank == 0

@@ -20,7 +20,8 @@ from minitorch_accum import nn, optim
 from minitorch_accum.data import ArrayDataset, DataLoader
 from minitorch_accum.testing import run_ranks
 from minitorch_accum.testing.simulated_ranks import RankFailedError, ThreadCommunicator
-from minitorch_accum.train import Classifier, LearnerBuilder, TrainingInterrupted
+from minitorch_accum.train import LearnerBuilder, TrainingInterrupted
+from tests.train.stopping_models import StopAt
 
 Params = dict[str, np.ndarray]
 
@@ -248,30 +249,19 @@ def test_a_zero1_checkpoint_of_two_ranks_resumes_on_one_rank(tmp_path: Path, who
     _assert_same(params, whole, "one rank")
 
 
-class _StopAt(Classifier):
-    """Asks its learner to stop during its n-th micro-batch (as Ctrl-C would)."""
-
-    learner: Any = None
-
-    def __init__(self, module: nn.Module, at: int) -> None:
-        super().__init__(module)
-        self.at, self.calls = at, 0
-
-    def train_step(self, batch: object) -> object:
-        self.calls += 1
-        if self.calls == self.at:
-            self.learner.stop_request.signal = signal.SIGINT
-        return super().train_step(batch)
-
-
 def test_a_data_parallel_stop_at_a_periodic_checkpoint_does_not_save_it_twice(tmp_path: Path,
                                                                               whole: Params) -> None:
-    models = [_StopAt(_mlp(), at=0), _StopAt(_mlp(), at=3)]  # rank 1 asks during the first window
+    learners: dict[int, Any] = {}
+
+    def rank_1_asks() -> None:  # as Ctrl-C would, in its own stop request
+        learners[1].stop_request.signal = signal.SIGINT
+
+    models = [StopAt(_mlp(), at=0), StopAt(_mlp(), at=3, stop=rank_1_asks)]  # rank 1 asks during the first window
 
     def rank(comm: ThreadCommunicator) -> TrainingInterrupted:
         learner = (_builder(tmp_path, 3, 2, comm).with_file_checkpointer(every_steps=1)
                    .build(models[comm.rank], optim.AdamW(lr=0.01)))
-        models[comm.rank].learner = learner
+        learners[comm.rank] = learner
         with pytest.raises(TrainingInterrupted) as stopped:
             learner.fit(_loader())
         return stopped.value
