@@ -1,12 +1,12 @@
 """Files a run resumes from: written so a kill or a full disk cannot tear them, read without
 following links, and OS errors told in one line.
 
-Checkpoints, the metrics log, the run lock and saved configs all write files a user
+Checkpoints, the metrics log, the run lock and the final parameters all write files a user
 may later resume from, so they share these few primitives: write every byte or fail,
 fsync before a rename makes the data visible, read only a regular file (a FIFO would
 block the read, a symlink could lead out of the directory), and describe an
 ``OSError`` as its cause ("No space left on device (ENOSPC)") for a one-line message
-that names the path. A leaf module beside config.py, so every layer may use it.
+that names the path. A leaf module, so every layer may use it.
 """
 
 from __future__ import annotations

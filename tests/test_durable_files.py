@@ -1,6 +1,7 @@
 """Durable files: a regular file read without following links or blocking, a new file never
-written over another (the atomic replace is tested through config saves, tests/test_config.py), and
-an output path refused before the work when it could not be written after it."""
+written over another, a file replaced atomically (synced before the rename, the directory after;
+a failed write leaves the old file), and an output path refused before the work when it could not
+be written after it."""
 
 from __future__ import annotations
 
@@ -150,6 +151,42 @@ def test_a_replace_never_writes_through_a_symlink_at_the_temporary_name(tmp_path
         replace_file_atomically(tmp_path / "data", b"mine", tmp_path / ".data.tmp")
     assert error.value.errno == errno.ELOOP
     assert (tmp_path / "theirs").read_bytes() == b"theirs" and not (tmp_path / "data").exists()
+
+
+def test_a_replace_fsyncs_the_file_before_the_rename_and_the_directory_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(source: os.PathLike, target: os.PathLike) -> None:
+        events.append(("replace", f"{source} -> {target}"))
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    replace_file_atomically(tmp_path / "run.json", b"new", tmp_path / ".run.json.tmp")
+    assert events == [("fsync", str(tmp_path / ".run.json.tmp")),
+                      ("replace", f"{tmp_path / '.run.json.tmp'} -> {tmp_path / 'run.json'}"),
+                      ("fsync", str(tmp_path))]
+    assert (tmp_path / "run.json").read_bytes() == b"new"
+
+
+def test_a_failing_replace_leaves_the_old_file_intact_and_no_temporary_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "run.json").write_bytes(b"old")
+
+    def full_disk(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full_disk)
+    with pytest.raises(OSError, match=r"No space left on device"):
+        replace_file_atomically(tmp_path / "run.json", b"new", tmp_path / ".run.json.tmp")
+    assert [path.name for path in tmp_path.iterdir()] == ["run.json"]
+    assert (tmp_path / "run.json").read_bytes() == b"old"
 
 
 def test_a_failed_replace_raises_its_own_error_even_when_the_cleanup_fails_too(

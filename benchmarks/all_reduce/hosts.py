@@ -1,6 +1,6 @@
 """``--hosts N``: the all-reduce benchmark over N hosts made as network namespaces on this machine.
 
-The hosts are the multi-host tests' (``tests/distributed/multihost/netns_cluster.py``): each a
+The hosts are those the multi-host tests use too (``benchmarks/harness/netns_cluster.py``): each a
 network namespace with its own host name and directory, its ``eth0`` a veth pair into a bridge;
 the ranks are launched by MPICH's Hydra with its ssh launcher (``netns-ssh`` in place of ssh) and
 MPICH's UCX netmod talks TCP over eth0. That is the software path of a multi-host job (TCP stack,
@@ -32,7 +32,7 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 
 def check_hosts_possible() -> None:
     """ValueError (one line) when namespaces cannot be made here."""
-    from tests.distributed.multihost.netns_cluster import missing_requirement
+    from benchmarks.harness.netns_cluster import missing_requirement
 
     reason = missing_requirement()
     if reason is not None:
@@ -42,7 +42,7 @@ def check_hosts_possible() -> None:
 @contextlib.contextmanager
 def namespace_hosts(count: int) -> Iterator[Any]:
     """A NetnsCluster of ``count`` hosts for the duration of a measurement (removed after it)."""
-    from tests.distributed.multihost.netns_cluster import NetnsCluster, remove_stale
+    from benchmarks.harness.netns_cluster import NetnsCluster, remove_stale
 
     check_hosts_possible()
     remove_stale()

@@ -1,6 +1,8 @@
 """What every benchmark shares: the command line and result files (``program``, ``results``),
 interleaved timing (``timing``), contention sampling (``contention``), machine facts
-(``machine``), optional PyTorch (``torch_import``) and the model shapes (``model_shapes``)."""
+(``machine``), optional PyTorch (``torch_import``), the model shapes (``model_shapes``) and hosts
+made as network namespaces on this machine (``netns_cluster``, as root; the multi-host tests use
+them too)."""
 
 from benchmarks.harness.contention import ContentionTimer, cpu_ticks, other_cpu_share, rounds_for_medians
 from benchmarks.harness.machine import blas_threads, loadavg, machine_info, native_simd

@@ -23,7 +23,7 @@ from typing import Any
 
 from minitorch_accum.backend import thread_settings
 from minitorch_accum.cli.compare_plot import write_compare_plot
-from minitorch_accum.cli.train_command import build_run
+from minitorch_accum.cli.training_run import build_run
 from minitorch_accum.data import DEFAULT_BLOCK_SIZE
 from minitorch_accum.train.progress import activation_memory, format_bytes
 from minitorch_accum.train.settings import commanded

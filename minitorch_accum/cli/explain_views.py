@@ -25,7 +25,7 @@ from minitorch_accum.accum import Accumulator
 from minitorch_accum.autodiff import tensor
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.cli.tasks import load_task
-from minitorch_accum.cli.train_command import make_optimizer
+from minitorch_accum.cli.training_run import make_optimizer
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, rank_windows
 from minitorch_accum.durable_files import check_output_path

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from minitorch_accum.cli.train_command import build_run
+from minitorch_accum.cli.training_run import build_run
 from minitorch_accum.train import History, TrainingInterrupted
 from minitorch_accum.train.tui import tui_missing
 

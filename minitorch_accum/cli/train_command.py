@@ -3,60 +3,18 @@ and the final parameters; under ``mpiexec -n R`` it trains data-parallel on R ra
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from minitorch_accum.backend import manual_seed
-from minitorch_accum.cli.tasks import load_task
-from minitorch_accum.data import DataLoader
+from minitorch_accum.cli.monitor_command import monitor_unavailable, train_with_monitor
+from minitorch_accum.cli.training_run import build_run
 from minitorch_accum.distributed.launch_environment import launched_world_size
 from minitorch_accum.observe.chrome_trace import rank_trace_path
-from minitorch_accum.optim import SGD, AdamW, Optimizer
-from minitorch_accum.train import History, Learner, LearnerBuilder, RunCompleteError, StopRequest
-from minitorch_accum.train.settings import for_learner
+from minitorch_accum.train import History, RunCompleteError, StopRequest
 
-__all__ = ["build_run", "make_optimizer", "run_training", "train_command"]
-
-
-def make_optimizer(name: str, lr: float) -> Optimizer:
-    """The command line's optimizers: AdamW without weight decay, SGD with momentum 0.9."""
-    return AdamW(lr=lr, weight_decay=0.0) if name == "adamw" else SGD(lr=lr, momentum=0.9)
-
-
-def _rank_device(device: str) -> str:
-    # data-parallel ranks on one host each take their own GPU
-    local = os.environ.get("MPI_LOCALRANKID") or os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK")
-    if device == "cuda" and local is not None:
-        return f"cuda:{int(local)}"
-    return device
-
-
-def run_training(values: Mapping[str, Any]) -> History:
-    """One training run of a built-in task from the values of the settings table, by row name
-    (``train.settings.read_options``); the same seed gives the same initial model and order."""
-    learner, train, valid = build_run(values)
-    _, history = learner.fit(train, valid, resume=values["resume"], overwrite=values["overwrite"])
-    return history
-
-
-def build_run(values: Mapping[str, Any]) -> tuple[Learner, DataLoader, DataLoader]:
-    """The Learner and the train and validation loaders of ``run_training`` (before fit)."""
-    manual_seed(values["seed"])
-    task = load_task(values["dataset"], dtype=values["dtype"], block_size=values["block_size"])
-    micro_batch = values["micro_batch"]
-    if micro_batch > len(task.train):
-        print(f"warning: --micro-batch {micro_batch} is larger than the {len(task.train)} training items of "
-              f"{values['dataset']}: every micro-batch holds the whole set", file=sys.stderr)
-    learner_values = {**for_learner(values), "accum_dtype": "float64" if values["dtype"] == "float64" else "float32",
-                      "devices": [_rank_device(device) for device in values["devices"]]}
-    learner = LearnerBuilder(values["out"]).settings(learner_values).build(
-        task.model, make_optimizer(values["optimizer"], values["lr"]))
-    train = DataLoader(task.train, micro_batch, shuffle=True, seed=values["seed"])
-    valid = DataLoader(task.valid, 512, shuffle=False)
-    return learner, train, valid
+__all__ = ["train_command"]
 
 
 def train_command(values: Mapping[str, Any]) -> int:
@@ -85,8 +43,6 @@ def train_command(values: Mapping[str, Any]) -> int:
 
 def _train(values: Mapping[str, Any], stop: StopRequest) -> History | None:
     if values["tui"]:
-        from minitorch_accum.cli.monitor_command import monitor_unavailable, train_with_monitor
-
         why_not = monitor_unavailable()
         if why_not is None:
             return train_with_monitor(values)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from minitorch_accum.autodiff import Tensor
+from minitorch_accum.models.transformer_config import TransformerConfig
 from minitorch_accum.nn import Linear, Module
 from minitorch_accum.nn import functional as F
-
-if TYPE_CHECKING:
-    from minitorch_accum.models.char_transformer import TransformerConfig
 
 __all__ = ["CausalSelfAttention"]
 

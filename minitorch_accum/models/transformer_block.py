@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from minitorch_accum.autodiff import Tensor
 from minitorch_accum.models.causal_self_attention import CausalSelfAttention
+from minitorch_accum.models.transformer_config import TransformerConfig
 from minitorch_accum.nn import GELU, LayerNorm, Linear, Module, Sequential
-
-if TYPE_CHECKING:
-    from minitorch_accum.models.char_transformer import TransformerConfig
 
 __all__ = ["TransformerBlock"]
 

@@ -15,7 +15,7 @@ line alike.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -41,7 +41,7 @@ _EVERY = Integer(1)
 class LearnerBuilder:
     """Collects the training configuration; ``build(model, optimizer)`` returns a Learner."""
 
-    def __init__(self, directory: str | os.PathLike) -> None:
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
         self._config = LearnerConfig(directory=Path(directory))
         self._callbacks: list[Callback] = []
 
@@ -135,7 +135,7 @@ class LearnerBuilder:
         self._set("checkpoint_every_micro_batches", every_micro_batches)
         return self._set("checkpoint_keep", keep)
 
-    def trace(self, path: str | os.PathLike | None) -> LearnerBuilder:
+    def trace(self, path: str | os.PathLike[str] | None) -> LearnerBuilder:
         """Write a Chrome/Perfetto trace of ``fit`` to ``path`` (a ``.json`` file: open it in
         ui.perfetto.dev): every window, micro-batch, kernel and its path, the close, the step and
         the memory counters; under mpiexec one file per rank. None turns it off."""
@@ -187,12 +187,12 @@ class LearnerBuilder:
         return self
 
     def config(self, settings: Any) -> LearnerBuilder:
-        """Record the run's own settings (a ``minitorch_accum.config.config`` dataclass or a dict of
-        JSON values) in every checkpoint; a resume with different settings is refused."""
-        if hasattr(settings, "to_json"):
-            settings = json.loads(settings.to_json())
+        """Record the run's own settings (a dict of JSON values, or a dataclass of them) in every
+        checkpoint; a resume with different settings is refused."""
+        if dataclasses.is_dataclass(settings) and not isinstance(settings, type):
+            settings = dataclasses.asdict(settings)
         if not isinstance(settings, dict):
-            raise TypeError(f"config expects a @config dataclass or a dict, got {type(settings).__name__}")
+            raise TypeError(f"config expects a dict or a dataclass, got {type(settings).__name__}")
         # checked now, not at the first checkpoint (after training up to it); tuples are taken as
         # the lists JSON gives back, which a resume compares equal
         settings = _tuples_as_lists(dict(settings))

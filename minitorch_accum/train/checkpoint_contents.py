@@ -21,20 +21,19 @@ import contextlib
 import copy
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from minitorch_accum.backend.numerics import NumericsFingerprint
 from minitorch_accum.data import DataLoader
+from minitorch_accum.nn import Module
 from minitorch_accum.nn import functional as F
 from minitorch_accum.train.checkpoint import CheckpointError
+from minitorch_accum.train.run_parts import RunParts
 from minitorch_accum.train.run_settings import upgrade_record
 from minitorch_accum.train.step import Classifier
 from minitorch_accum.train.window_record import WindowTotals
-
-if TYPE_CHECKING:
-    from minitorch_accum.train.learner import Learner
 
 __all__ = ["STATE_KEYS", "check_checkpoint_contents", "check_checkpoint_record"]
 
@@ -81,15 +80,15 @@ def check_checkpoint_record(state: Any, checkpoint: Path | None) -> None:
         _check_record(state)
 
 
-def check_checkpoint_contents(learner: Learner, arrays: dict[str, dict[str, np.ndarray]], state: dict[str, Any],
+def check_checkpoint_contents(run: RunParts, arrays: dict[str, dict[str, np.ndarray]], state: dict[str, Any],
                               loader: DataLoader, checkpoint: Path | None) -> None:
     """CheckpointError naming the first thing in ``arrays``/``state`` (a checked record) that does not
-    fit ``learner`` and ``loader``."""
+    fit the ``run`` (its configuration, model, optimizer and accumulator) and ``loader``."""
     with _reported(checkpoint):
-        _check_fit(learner, state, loader)
-        _check_model(learner, arrays.get("model", {}))
-        _check_optimizer(learner, arrays.get("optimizer", {}), state["optimizer"])
-        _check_accumulator(learner, arrays.get("accumulator", {}), state["accumulator"])
+        _check_fit(run, state, loader)
+        _check_model(run.step_model, arrays.get("model", {}))
+        _check_optimizer(run, arrays.get("optimizer", {}), state["optimizer"])
+        _check_accumulator(run, arrays.get("accumulator", {}), state["accumulator"])
 
 
 @contextlib.contextmanager
@@ -149,6 +148,8 @@ def _check_record(state: Any) -> None:
         for rank, rng in enumerate(ranks):
             _check_rng(rng, f"rng_ranks[{rank}]")
     settings = _need(state, "settings", _DICT, top, optional="settings" not in state) or {}
+    if "world_size" in settings and settings["world_size"] != world:  # k per rank is read with it
+        raise _ContentError(_STATE, f"the settings' world_size is {settings['world_size']!r:.60}, the state's {world}")
     config = _need(state, "config", _DICT, top)
     _check_config(config, settings)
     _check_numerics(_need(state, "numerics", _DICT, top, optional="numerics" not in state))
@@ -202,37 +203,39 @@ def _check_numerics(numerics: dict[str, Any] | None) -> None:
             raise _ContentError(_STATE, f"'numerics': {problem}") from None
 
 
-def _check_fit(learner: Learner, state: dict[str, Any], loader: DataLoader) -> None:
+def _check_fit(run: RunParts, state: dict[str, Any], loader: DataLoader) -> None:
     if state["next_batch"] > len(loader):
         raise _ContentError(_STATE, f"'next_batch' is {state['next_batch']}, beyond the {len(loader)} micro-batches "
                                     "of an epoch of this data")
-    _check_position(learner, state, loader)
-    scheduler, scheduler_state = learner.config.lr_scheduler, state["scheduler"]
+    _check_position(run.step_model, state, loader)
+    scheduler, scheduler_state = run.config.lr_scheduler, state["scheduler"]
     if scheduler is not None and scheduler_state is not None:
         _try_load("scheduler", lambda: copy.deepcopy(scheduler).load_state_dict(scheduler_state))
     opt = state["optimizer"]
-    if not learner.config.allow_config_change:  # else this run's own hyperparameters are kept
+    if not run.config.allow_config_change:  # else this run's own hyperparameters are kept
         # load_state_dict checks them as the constructor does, changing nothing unless all fit; a
         # shallow copy takes the new values, the optimizer itself keeps its own
-        _try_load("optimizer", lambda: copy.copy(learner.optimizer).load_state_dict(
+        _try_load("optimizer", lambda: copy.copy(run.optimizer).load_state_dict(
             {"step_count": opt["step_count"], "hyperparameters": opt["hyperparameters"], "state": {}}))
-    scaler, scaler_state = learner.accumulator.loss_scaler, state["accumulator"].get("loss_scaler")
+    scaler, scaler_state = run.accumulator.loss_scaler, state["accumulator"].get("loss_scaler")
     if scaler is not None and scaler_state:
         _try_load("loss_scaler", lambda: copy.deepcopy(scaler).load_state_dict(scaler_state))
 
 
 def _window_size(settings: dict[str, Any], epoch: int) -> int | None:
-    """Micro-batches (of all ranks) in a window of ``epoch`` under the recorded settings; None when
-    the record does not say."""
+    """Micro-batches (of all ranks) in a window of ``epoch`` under the recorded settings (in this
+    version's layout: k per rank and the ranks); None when the record does not say."""
     schedule = settings.get("accumulation_schedule")
     if isinstance(schedule, dict) and schedule:
         starts = [int(e) for e in schedule if str(e).isdigit() and int(e) <= epoch]
-        size = schedule.get(str(max(starts))) if starts else None
+        k = schedule.get(str(max(starts))) if starts else None
     elif settings.get("effective_batch") and settings.get("micro_batch"):
         size = settings["effective_batch"] // settings["micro_batch"]
+        return size if type(size) is int and size > 0 else None
     else:
-        size = settings.get("window_micro_batches")
-    return size if type(size) is int and size > 0 else None
+        k = settings.get("grads_accumulation")
+    world = settings.get("world_size")
+    return k * world if type(k) is int and k > 0 and type(world) is int and world > 0 else None
 
 
 def _windows(micro_batches: int, size: int, first: int, drop_last: bool) -> list[tuple[int, int]]:
@@ -241,12 +244,12 @@ def _windows(micro_batches: int, size: int, first: int, drop_last: bool) -> list
     return [(a, b) for a, b in spans if not (drop_last and b - a < size)]
 
 
-def _check_position(learner: Learner, state: dict[str, Any], loader: DataLoader) -> None:
+def _check_position(model: Module, state: dict[str, Any], loader: DataLoader) -> None:
     """The position, the steps and the window's items against each other, under the recorded settings:
     a hand-edited ``next_batch`` or ``step`` would resume, silently, to another run."""
     if "settings" not in state:
         return  # a record of the first layout does not say how large its windows were
-    settings = upgrade_record(state["settings"])
+    settings = upgrade_record(state["settings"], state["world_size"])
     if settings.get("micro_batch") not in (None, loader.batch_size):
         return  # an allowed change of the micro-batch: positions were counted in the old one
     epoch, next_batch, step = state["epoch"], state["next_batch"], state["step"]
@@ -282,7 +285,6 @@ def _check_position(learner: Learner, state: dict[str, Any], loader: DataLoader)
     if not state["validated"] and (micro or start != boundaries[-1]):
         raise _ContentError(_STATE, f"'validated' is false at micro-batch {next_batch} of epoch {epoch}: only a "
                                     "checkpoint at an epoch's end waits for its validation")
-    model = learner.step_model
     if micro and world == 1 and isinstance(model, Classifier):
         items = sum(F.count_items(np.asarray(loader.batch(epoch, index)[1]), model.ignore_index)
                     for index in range(start, next_batch))
@@ -374,9 +376,8 @@ def _host_dtype(value: Any) -> np.dtype:
     return np.dtype(value.dtype) if hasattr(value, "dtype") else np.asarray(value).dtype
 
 
-def _check_model(learner: Learner, saved: dict[str, np.ndarray]) -> None:
+def _check_model(model: Module, saved: dict[str, np.ndarray]) -> None:
     file = "model.safetensors"
-    model = learner.step_model
     targets: dict[str, Any] = {name: p.data for name, p in model.named_parameters()}
     targets.update({name: buffer.value for name, buffer in model.named_buffers()})
     missing, unexpected = sorted(set(targets) - set(saved)), sorted(set(saved) - set(targets))
@@ -389,16 +390,16 @@ def _check_model(learner: Learner, saved: dict[str, np.ndarray]) -> None:
         _array(file, name, saved[name], tuple(target.shape), _host_dtype(target))
 
 
-def _check_optimizer(learner: Learner, saved: dict[str, np.ndarray], opt: dict[str, Any]) -> None:
+def _check_optimizer(run: RunParts, saved: dict[str, np.ndarray], opt: dict[str, Any]) -> None:
     file = "optimizer.safetensors"
-    optimizer = learner.optimizer
-    params = dict(learner.step_model.named_parameters())
+    optimizer = run.optimizer
+    params = dict(run.step_model.named_parameters())
     held: dict[str, set[str]] = {name: set() for name in opt["scalars"]}
     for key, value in saved.items():
         name, _, slot = key.rpartition("/")
         if name not in params:
             raise _ContentError(file, f"{key!r} names the parameter {name!r}, which "
-                                      f"{type(learner.step_model).__name__} does not have")
+                                      f"{type(run.step_model).__name__} does not have")
         param_dtype = _host_dtype(params[name].data)
         # moments (and the master copy) of a 16-bit parameter are float32
         dtype = np.dtype(np.float32) if param_dtype.name in _SIXTEEN_BIT else param_dtype
@@ -422,11 +423,11 @@ def _check_optimizer(learner: Learner, saved: dict[str, np.ndarray], opt: dict[s
             raise _ContentError(file, text)
 
 
-def _check_accumulator(learner: Learner, saved: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+def _check_accumulator(run: RunParts, saved: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
     file = "accumulator.safetensors"
     if not meta["micro_step"]:
         return  # between windows the arena holds nothing to resume
-    store = learner.accumulator.store
+    store = run.accumulator.store
     arena = getattr(store, "arena", None)
     if arena is not None:  # the arena store: one flat buffer per dtype (and its compensation)
         expected = {f"arena/{dtype.name}": buffer for dtype, buffer in arena.buffers.items()}
@@ -434,7 +435,7 @@ def _check_accumulator(learner: Learner, saved: dict[str, np.ndarray], meta: dic
         if compensation is not None:
             expected.update({f"compensation/{dtype.name}": buffer for dtype, buffer in compensation.buffers.items()})
     else:  # summed containers: the gradient of each parameter written so far
-        params = dict(learner.step_model.named_parameters())
+        params = dict(run.step_model.named_parameters())
         unknown = [key for key in saved if key.partition("/")[2] not in params or not key.startswith("grad/")]
         if unknown:
             raise _ContentError(file, f"holds {', '.join(map(repr, unknown))}, no parameter's gradient")

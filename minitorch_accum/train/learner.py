@@ -46,6 +46,7 @@ from minitorch_accum.train.resume import LearnerCheckpoints
 from minitorch_accum.train.run_agreement import describe_run
 from minitorch_accum.train.run_directory import RunCompleteError, RunDirectoryError, check_run_directory
 from minitorch_accum.train.run_lock import RunLock
+from minitorch_accum.train.run_parts import RunParts
 from minitorch_accum.train.settings import LearnerConfig
 from minitorch_accum.train.step import Classifier, TrainOutput
 from minitorch_accum.train.stop_request import StopRequest, TrainingAborted, TrainingInterrupted
@@ -94,7 +95,7 @@ class Learner:
         self.is_main = self.rank == 0
         # float16 losses hold at most 65504, so the scale starts at 2^15 rather than PyTorch's 2^16
         scaler = DynamicLossScaler(init_scale=2.0**15) if config.mixed_precision == "fp16" else None
-        self.accumulator = Accumulator(self.step_model, steps=max(1, config.grads_accumulation),
+        self.accumulator = Accumulator(self.step_model, steps=config.grads_accumulation,
                                        reduction=config.reduction, fusion=config.fusion,
                                        accum_dtype=config.accum_dtype, compensated=config.compensated,
                                        loss_scaler=scaler, reducer=self.data_parallel)
@@ -102,7 +103,10 @@ class Learner:
         self.stepper: Optimizer | ZeroRedundancyOptimizer = (
             ZeroRedundancyOptimizer(optimizer, self.accumulator)
             if isinstance(self.data_parallel, ZeroRedundancy) else optimizer)
-        self.checkpoints = LearnerCheckpoints(self)
+        #: what the helpers beside the loop (checkpoints, their checks, the memory plan, the ranks' agreement) use
+        self.parts = RunParts(self.directory, config, model, self.step_model, optimizer, self.stepper,
+                              self.accumulator, self.comm)
+        self.checkpoints = LearnerCheckpoints(self.parts)
         self.history = History(rank=self.rank)
         #: optimizer steps taken; the current window's sums; whether the last epoch's validation ran
         self.step = 0
@@ -230,19 +234,21 @@ class Learner:
         config = self.config
         self.log = log = MetricsLog(self.directory / "metrics.jsonl") if self.is_main else None
         if config.memory_budget is not None:
-            train_loader = plan_learner_micro_batch(self, train_loader)
+            train_loader, self.history.memory_plan = plan_learner_micro_batch(self.parts, train_loader)
         progress = make_progress(config.progress if self.is_main else "none", metrics=config.metrics)
         self.checkpoints.settings = self.checkpoints.record(train_loader)
         notes: list[str] = []
         alerts: list[str] = []  # said whatever the progress display (``numerics: ...``)
         if self.world_size > 1:  # before the first collective that ranks of different runs would not match
-            check_ranks_agree(self.comm, describe_run(self, train_loader, resume))
+            check_ranks_agree(self.comm, describe_run(self.parts, train_loader, resume))
             differs = compare_rank_numerics(self.comm, self.checkpoints.numerics, config.strict_numerics)
             if differs is not None:
                 alerts.append(differs)
         start_epoch, start_batch = 0, 0
         if resume:
-            start_epoch, start_batch = self.checkpoints.restore(train_loader, progress, notes, alerts)
+            resumed = self.checkpoints.restore(train_loader, progress, notes, alerts)
+            start_epoch, start_batch = resumed.epoch, resumed.next_batch
+            self.step, self.validated, self.window = resumed.step, resumed.validated, resumed.window
             if log is not None:
                 torn = log.truncate_after(self.step)
                 if torn is not None:
@@ -281,7 +287,7 @@ class Learner:
                     if valid_loader is not None:
                         self._validate(epoch, valid_loader, log, progress)
                         if self._deferred_checkpoint is not None:
-                            self.checkpoints.save(*self._deferred_checkpoint)
+                            self._save(*self._deferred_checkpoint)
                 self._stop.finishing()  # every step is taken: what follows writes the run's result
         except BaseException:
             self._write_trace(complete=False, final=None)
@@ -306,7 +312,7 @@ class Learner:
         final = None
         if self.is_main:
             try:
-                final = self.checkpoints.save_final()
+                final = self.checkpoints.save_final(self.step)
             except RunDirectoryError as error:
                 failure = error
         self._end_signal = None
@@ -339,7 +345,7 @@ class Learner:
 
     def _interrupt_at_start(self, epoch: int, next_batch: int, resume: bool, progress: Progress) -> None:
         """A signal came before the first micro-batch (one process): stop with a checkpoint of the start."""
-        path = self.checkpoints.restored_from if resume else self.checkpoints.save(epoch, next_batch)
+        path = self.checkpoints.restored_from if resume else self._save(epoch, next_batch)
         self._stop.saved()
         progress.message(f"interrupted: saved {path}; resume with fit(..., resume=True) or maccum train --resume")
         raise TrainingInterrupted(self._stop.signal or signal.SIGINT, path, self.step)
@@ -366,7 +372,7 @@ class Learner:
                 if self.world_size == 1 and index + 1 < window.stop:
                     every = config.checkpoint_every_micro_batches
                     if every and (index + 1) % every == 0:
-                        self.checkpoints.save(epoch, index + 1)
+                        self._save(epoch, index + 1)
                     if self._stop.signal is not None:
                         self._interrupt(epoch, index + 1, progress)
             self._position = (epoch, window.stop)
@@ -395,12 +401,19 @@ class Learner:
             self.accumulator.backward(out.loss, out.num_items, closes_window=closes_window)
         self.window.add(out, time.perf_counter() - start, probe)
 
+    def _save(self, epoch: int, next_batch: int) -> Path | None:
+        """A checkpoint before micro-batch ``next_batch`` of ``epoch``: rank 0 writes it (and returns its
+        path), every rank takes part."""
+        if self.log is not None:
+            self.log.sync()  # the log holds every step the checkpoint covers
+        return self.checkpoints.save(epoch, next_batch, self.step, self.validated, self.window)
+
     def _interrupt(self, epoch: int, next_batch: int, progress: Progress) -> None:
         # data-parallel, every rank is here at the same window end: one signal (and status) for all
         signum = self._stop.agreed_signal(self.comm) if self.data_parallel is not None else self._stop.signal or 2
         saved_at, path = self.checkpoints.last_saved
         if saved_at != (self.step, epoch, next_batch):  # not saved here already (a periodic checkpoint)
-            path = self.checkpoints.save(epoch, next_batch)
+            path = self._save(epoch, next_batch)
         self._stop.saved()
         progress.message(f"interrupted: saved {path}; resume with fit(..., resume=True) or maccum train --resume")
         raise TrainingInterrupted(signum, path, self.step, self.comm if self.data_parallel is not None else None)
@@ -447,7 +460,7 @@ class Learner:
             if ends_epoch:  # after validation, so the checkpoint can say it ran
                 self._deferred_checkpoint = self._position
             else:
-                self.checkpoints.save(*self._position)
+                self._save(*self._position)
 
     def _validate(self, epoch: int, loader: DataLoader, log: MetricsLog | None, progress: Progress) -> None:
         record = self.evaluate(loader)

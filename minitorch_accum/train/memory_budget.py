@@ -13,15 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from minitorch_accum.data import DataLoader
 from minitorch_accum.observe import PeakMemory
-
-if TYPE_CHECKING:
-    from minitorch_accum.train.learner import Learner
+from minitorch_accum.train.run_parts import RunParts
 
 __all__ = ["MemoryBudgetError", "MemoryPlan", "plan_learner_micro_batch", "plan_micro_batch"]
 
@@ -63,33 +60,33 @@ def plan_micro_batch(budget: int, effective_batch: int, persistent_bytes: int,
                       int(persistent_bytes + fixed + per_item * micro))
 
 
-def plan_learner_micro_batch(learner: Learner, loader: DataLoader) -> DataLoader:
-    """The loader of the micro-batch that fits the learner's ``memory_budget`` (its k set to keep
-    the effective batch), measured on two trial micro-batches of its own model and arena."""
-    config = learner.config
+def plan_learner_micro_batch(run: RunParts, loader: DataLoader) -> tuple[DataLoader, MemoryPlan]:
+    """The loader of the micro-batch that fits the run's ``memory_budget`` (its k set in the run's
+    configuration to keep the effective batch), measured on two trial micro-batches of its own model
+    and arena; and the plan."""
+    config = run.config
     effective = config.effective_batch or loader.batch_size * config.grads_accumulation
     dataset = loader.dataset
     # the trial micro-batches write into the learner's own arena: the window is empty
     # before training, and zero() makes the next write copy over them
-    acc = learner.accumulator
+    acc = run.accumulator
 
     def measure(items: int) -> int:
         batch = dataset.get_batch(np.arange(min(items, len(dataset))))
         with PeakMemory(acc.device()) as peak:
-            out = learner.step_model.train_step(batch)
+            out = run.step_model.train_step(batch)
             acc.backward(out.loss, out.num_items)
         acc.zero()
         return peak.peak_bytes
 
-    params = learner.step_model.parameters()
+    params = run.step_model.parameters()
     param_bytes = sum(int(p.data.nbytes) for p in params)
     # the optimizer's state is float32 (master copies of 16-bit parameters are too)
-    state_bytes = learner.optimizer.state_slots() * sum(p.size * 4 for p in params)
+    state_bytes = run.optimizer.state_slots() * sum(p.size * 4 for p in params)
     # one micro-batch first, not measured: a first call makes objects once (caches, the
     # arena's first write), which would read as activations and make the plan depend on it
     measure(1)
     plan = plan_micro_batch(config.memory_budget, effective, param_bytes + acc.store.nbytes + state_bytes, measure)
-    learner.history.memory_plan = plan
     config.grads_accumulation = plan.steps
     config.effective_batch = None
-    return loader.with_batch_size(plan.micro_batch)
+    return loader.with_batch_size(plan.micro_batch), plan

@@ -22,7 +22,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from minitorch_accum.train.checkpoint.leftovers import process_alive
 from minitorch_accum.train.checkpoint_contents import check_checkpoint_contents, check_checkpoint_record
 from minitorch_accum.train.progress import Progress
 from minitorch_accum.train.run_directory import RunCompleteError, RunDirectoryError
+from minitorch_accum.train.run_parts import RunParts
 from minitorch_accum.train.run_settings import (
     SettingsMismatchError,
     compare_settings,
@@ -50,11 +51,9 @@ from minitorch_accum.train.run_settings import (
     rescale_k,
     upgrade_record,
 )
+from minitorch_accum.train.window_record import WindowTotals
 
-if TYPE_CHECKING:
-    from minitorch_accum.train.learner import Learner
-
-__all__ = ["FINAL", "LearnerCheckpoints", "read_final_record"]
+__all__ = ["FINAL", "LearnerCheckpoints", "Resumed", "read_final_record"]
 
 #: a checkpoint's position: (optimizer step, epoch, next micro-batch)
 Position = tuple[int, int, int]
@@ -82,18 +81,34 @@ def read_final_record(path: Path) -> dict[str, Any] | None:
         return None
 
 
+class Resumed(NamedTuple):
+    """Where a restored checkpoint puts the loop: the next micro-batch to train, the optimizer steps
+    taken, whether the last epoch's validation ran, and the open window's sums."""
+
+    epoch: int
+    next_batch: int
+    step: int
+    validated: bool
+    window: WindowTotals
+
+
 class LearnerCheckpoints:
     """Saves and restores one Learner's run in ``DIR/checkpoints`` (always there: periodic saves
-    only when asked for, but an interrupted run always saves)."""
+    only when asked for, but an interrupted run always saves). It holds the run's parts; the
+    loop's state (its step, whether it validated, the open window) comes with each save and goes
+    back with a restore."""
 
-    def __init__(self, learner: Learner) -> None:
-        self.learner = learner
-        self.checkpointer = FileCheckpointer(learner.directory / "checkpoints", keep=learner.config.checkpoint_keep)
+    def __init__(self, run: RunParts) -> None:
+        self.run = run
+        self.checkpointer = FileCheckpointer(run.directory / "checkpoints", keep=run.config.checkpoint_keep)
         #: what this run is made of, recorded in each checkpoint (set when fit starts)
         self.settings: dict[str, Any] = {}
         #: the position and path of the last checkpoint written or restored (a stop does not save it twice)
         self.last_saved: tuple[Position | None, Path | None] = (None, None)
         self.restored_from: Path | None = None
+        #: (epoch, micro-batch, step) where the windows of these settings began: the run's start, or a
+        #: resume that changed settings; a resume checks a checkpoint's position against it
+        self.window_origin: dict[str, int] = {"epoch": 0, "next_batch": 0, "step": 0}
         self._numerics: NumericsFingerprint | None = None
 
     @property
@@ -103,86 +118,69 @@ class LearnerCheckpoints:
             self._numerics = numerics_fingerprint()
         return self._numerics
 
-        #: (epoch, micro-batch, step) where the windows of these settings began: the run's start, or a
-        #: resume that changed settings; a resume checks a checkpoint's position against it
-        self.window_origin: dict[str, int] = {"epoch": 0, "next_batch": 0, "step": 0}
-
     def record(self, loader: DataLoader) -> dict[str, Any]:
         """This run's settings, for the checkpoints and the resume comparison."""
-        learner = self.learner
-        return record_settings(learner.config, loader.batch_size, learner.world_size, learner.optimizer)
+        run = self.run
+        return record_settings(run.config, loader.batch_size, run.comm.world_size, run.optimizer)
 
     # ---------------------------------------------------------------- save
-    def save(self, epoch: int, next_batch: int) -> Path | None:
-        """Rank 0 writes (and returns the path); every rank takes part (its RNG state is gathered)."""
-        learner = self.learner
+    def save(self, epoch: int, next_batch: int, step: int, validated: bool, window: WindowTotals) -> Path | None:
+        """A checkpoint at micro-batch ``next_batch`` of ``epoch``, after ``step`` optimizer steps, with
+        the open ``window``'s sums. Rank 0 writes (and returns the path); every rank takes part (its RNG
+        state is gathered)."""
+        run = self.run
         rng = get_rng_state()
-        rng_ranks = gather_json(learner.comm, rng) if learner.world_size > 1 else None
-        acc_state = learner.accumulator.state_dict()
-        if learner.stepper is not learner.optimizer:
-            opt_state = learner.stepper.state_dict()  # ZeRO-1 gathers the shards: every rank takes part
-        if not learner.is_main:
+        rng_ranks = gather_json(run.comm, rng) if run.comm.world_size > 1 else None
+        acc_state = run.accumulator.state_dict()
+        if run.stepper is not run.optimizer:
+            opt_state = run.stepper.state_dict()  # ZeRO-1 gathers the shards: every rank takes part
+        if run.comm.rank != 0:
             # every rank knows where the last checkpoint was taken, so all decide alike whether a stop saves again
-            self.last_saved = ((learner.step, epoch, next_batch), None)
+            self.last_saved = ((step, epoch, next_batch), None)
             return None
-        if learner.stepper is learner.optimizer:
-            opt_state = learner.optimizer.state_dict()
+        if run.stepper is run.optimizer:
+            opt_state = run.optimizer.state_dict()
         opt_arrays = {f"{name}/{slot}": value for name, slots in opt_state["state"].items()
                       for slot, value in slots.items() if isinstance(value, np.ndarray)}
         opt_scalars = {name: {slot: value for slot, value in slots.items() if not isinstance(value, np.ndarray)}
                        for name, slots in opt_state["state"].items()}
-        config = learner.config
+        config = run.config
         state = {
-            "epoch": epoch, "next_batch": next_batch, "step": learner.step,
-            "world_size": learner.world_size, "validated": learner.validated,
+            "epoch": epoch, "next_batch": next_batch, "step": step,
+            "world_size": run.comm.world_size, "validated": validated,
             "rng": rng, "rng_ranks": rng_ranks,
             "scheduler": None if config.lr_scheduler is None else config.lr_scheduler.state_dict(),
             "optimizer": {"step_count": opt_state["step_count"], "skipped_steps": opt_state["skipped_steps"],
                           "hyperparameters": opt_state["hyperparameters"], "scalars": opt_scalars},
             "accumulator": acc_state["meta"],
-            "window": learner.window.state(),
+            "window": window.state(),
             "settings": self.settings,
             "numerics": self.numerics.as_dict(),
             "config": {"reduction": config.reduction, "fusion": config.fusion, "num_epochs": config.num_epochs},
             "window_origin": dict(self.window_origin),
         }
-        arrays = {"model": learner.step_model.to_record(), "optimizer": opt_arrays,
+        arrays = {"model": run.step_model.to_record(), "optimizer": opt_arrays,
                   "accumulator": acc_state["arrays"]}
-        if learner.log is not None:
-            learner.log.sync()  # the log holds every step the checkpoint covers
-        path = self.checkpointer.save(f"step{learner.step:07d}-epoch{epoch:04d}-batch{next_batch:06d}", arrays, state)
-        self.last_saved = ((learner.step, epoch, next_batch), path)
+        path = self.checkpointer.save(f"step{step:07d}-epoch{epoch:04d}-batch{next_batch:06d}", arrays, state)
+        self.last_saved = ((step, epoch, next_batch), path)
         return path
 
     # ---------------------------------------------------------------- resume
     def adopt_settings(self, state: dict[str, Any], loader: DataLoader, progress: Progress) -> None:
         """Refuse to resume a run made with other settings (unless allowed, then say what changes);
-        on another number of ranks, re-derive k per rank so the window keeps its size."""
-        learner, config = self.learner, self.learner.config
+        on another number of ranks, re-derive k per rank (and a schedule's) so the window keeps its size."""
+        run, config = self.run, self.run.config
         saved = state.get("settings")
         if saved is None:  # a checkpoint of the first layout: only these were recorded
             saved = {**self.settings, **{k: v for k, v in state["config"].items() if k in ("reduction", "fusion")}}
-        saved = upgrade_record(saved)
         saved_world = int(state.get("world_size", 1))
-        if saved_world != learner.world_size:
+        saved = upgrade_record(saved, saved_world)
+        if saved_world != run.comm.world_size:
             if state["accumulator"]["micro_step"]:
                 raise SettingsMismatchError(
                     f"the checkpoint was taken mid-window by {saved_world} process(es); resume it with "
                     f"{saved_world}, or from a checkpoint taken at a window boundary")
-            before = self.settings["window_micro_batches"]
-            if before is not None and before != saved["window_micro_batches"] and \
-                    config.grads_accumulation * saved_world == saved["window_micro_batches"]:
-                k = rescale_k(config.grads_accumulation, saved_world, learner.world_size)
-                progress.message(
-                    f"resuming a run of {saved_world} rank(s) on {learner.world_size}: k per rank "
-                    f"{config.grads_accumulation} -> {k}, so each window keeps {saved['window_micro_batches']} "
-                    f"micro-batches of {loader.batch_size} items")
-                config.grads_accumulation = k
-            if config.accumulation_schedule is not None and \
-                    self.settings["accumulation_schedule"] != saved["accumulation_schedule"]:
-                config.accumulation_schedule = {
-                    int(e): rescale_k(int(total) // saved_world, saved_world, learner.world_size)
-                    for e, total in saved["accumulation_schedule"].items()}
+            self._rescale_windows(saved, saved_world, loader, progress)
             self.settings = self.record(loader)
         changes = compare_settings(saved, self.settings)
         if changes and not config.allow_config_change:
@@ -198,6 +196,23 @@ class LearnerCheckpoints:
                       "step": state["step"]}
         self.window_origin = dict(origin)
 
+    def _rescale_windows(self, saved: dict[str, Any], saved_world: int, loader: DataLoader,
+                         progress: Progress) -> None:
+        """The same k (or schedule) as the checkpoint's, on another number of ranks: the k per rank
+        that keeps each window (a k already divided by the ranks is kept, any other compared)."""
+        config = self.run.config
+        saved_k, world = saved["grads_accumulation"], self.run.comm.world_size
+        if saved_k is not None and self.settings["grads_accumulation"] == saved_k:
+            k = rescale_k(saved_k, saved_world, world)
+            progress.message(
+                f"resuming a run of {saved_world} rank(s) on {world}: k per rank {saved_k} -> {k}, so each "
+                f"window keeps {saved_k * saved_world} micro-batches of {loader.batch_size} items")
+            config.grads_accumulation = k
+        schedule = saved["accumulation_schedule"]
+        if schedule is not None and self.settings["accumulation_schedule"] == schedule:
+            config.accumulation_schedule = {int(epoch): rescale_k(k, saved_world, world)
+                                            for epoch, k in schedule.items()}
+
     def compare_numerics(self, state: dict[str, Any]) -> str | None:
         """None when the checkpoint was written computing as this process does (or by a version that did
         not record it); else one line saying what differs, or, ``strict_numerics``, SettingsMismatchError."""
@@ -209,7 +224,7 @@ class LearnerCheckpoints:
             return None
         what = "; ".join(f"{name}: this checkpoint was written with {old}, this machine computes with {new}"
                          for name, (old, new) in differences.items())
-        if self.learner.config.strict_numerics:
+        if self.run.config.strict_numerics:
             raise SettingsMismatchError(
                 f"resume: strict numerics (--strict-numerics): {what} (checkpoint in {self.checkpointer.directory}); "
                 f"{BIT_IDENTITY_NEEDS}")
@@ -217,65 +232,65 @@ class LearnerCheckpoints:
                 "(--strict-numerics refuses)")
 
     def restore(self, loader: DataLoader, progress: Progress, notes: list[str],
-                alerts: list[str] | None = None) -> tuple[int, int]:
-        """Load the newest intact checkpoint into the learner; return (epoch, next micro-batch).
+                alerts: list[str] | None = None) -> Resumed:
+        """Load the newest intact checkpoint into the run's parts; return where the loop goes on.
         Lines for the user go to ``notes``, a numerics difference to ``alerts`` (else ``notes``)."""
-        learner = self.learner
+        run = self.run
         loaded = None
-        if learner.is_main:
+        if run.comm.rank == 0:
             checkpoint = self.checkpointer.load_checkpoint(require=("model", "optimizer", "accumulator"),
                                                            set_aside_damaged=True)
             if checkpoint.message is not None:  # latest was damaged (kept aside): an older intact one is used
                 print(checkpoint.message, file=sys.stderr, flush=True)  # whatever the progress mode
             loaded = (checkpoint.arrays, checkpoint.state)
             self.restored_from = checkpoint.path
-        arrays, state = share_checkpoint(learner.comm, loaded) if learner.world_size > 1 else loaded
+        arrays, state = share_checkpoint(run.comm, loaded) if run.comm.world_size > 1 else loaded
         check_checkpoint_record(state, self.restored_from)  # keys and types, before anything reads them
         self.adopt_settings(state, loader, progress)
         differs = self.compare_numerics(state)
         if differs is not None:
             (notes if alerts is None else alerts).append(differs)
-        check_checkpoint_contents(learner, arrays, state, loader, self.restored_from)  # before loading any
-        learner.step_model.load_record(arrays["model"])
+        check_checkpoint_contents(run, arrays, state, loader, self.restored_from)  # before loading any
+        run.step_model.load_record(arrays["model"])
         opt = state["optimizer"]
         slots: dict[str, dict[str, Any]] = {name: dict(values) for name, values in opt["scalars"].items()}
         for key, value in arrays.get("optimizer", {}).items():
             name, slot = key.rsplit("/", 1)
             slots.setdefault(name, {})[slot] = value
         # an allowed change of settings keeps this run's hyperparameters (the message said which)
-        hyperparameters = learner.optimizer.hyperparameters() if learner.config.allow_config_change \
+        hyperparameters = run.optimizer.hyperparameters() if run.config.allow_config_change \
             else opt["hyperparameters"]
-        learner.stepper.load_state_dict({"step_count": opt["step_count"], "skipped_steps": opt["skipped_steps"],
+        run.stepper.load_state_dict({"step_count": opt["step_count"], "skipped_steps": opt["skipped_steps"],
                                          "hyperparameters": hyperparameters, "state": slots},
-                                        model=learner.step_model)
-        learner.accumulator.load_state_dict({"meta": state["accumulator"], "arrays": arrays.get("accumulator", {})})
-        scheduler = learner.config.lr_scheduler
+                                        model=run.step_model)
+        run.accumulator.load_state_dict({"meta": state["accumulator"], "arrays": arrays.get("accumulator", {})})
+        scheduler = run.config.lr_scheduler
         if scheduler is not None and state["scheduler"] is not None:
             scheduler.load_state_dict(state["scheduler"])
-        if int(state.get("world_size", 1)) == learner.world_size:  # else each rank keeps the stream it was seeded with
-            set_rng_state(state["rng"] if learner.world_size == 1 else state["rng_ranks"][learner.rank])
-        learner.window.load(state["window"])
-        learner.step = int(state["step"])
-        learner.validated = bool(state.get("validated", True))
+        if int(state.get("world_size", 1)) == run.comm.world_size:  # else each rank keeps the stream it was seeded with
+            set_rng_state(state["rng"] if run.comm.world_size == 1 else state["rng_ranks"][run.comm.rank])
+        window = WindowTotals()
+        window.load(state["window"])
+        step = int(state["step"])
         epoch, next_batch = int(state["epoch"]), int(state["next_batch"])
-        self.last_saved = ((learner.step, epoch, next_batch), self.restored_from)  # a stop right away saves nothing
+        self.last_saved = ((step, epoch, next_batch), self.restored_from)  # a stop right away saves nothing
         if next_batch >= len(loader):
             epoch, next_batch = epoch + 1, 0
-        notes.insert(0, f"resumed from step {learner.step} (epoch {epoch}, micro-batch {next_batch})"
-                        + (f" of {self.restored_from}" if learner.is_main else ""))
-        return epoch, next_batch
+        notes.insert(0, f"resumed from step {step} (epoch {epoch}, micro-batch {next_batch})"
+                        + (f" of {self.restored_from}" if run.comm.rank == 0 else ""))
+        return Resumed(epoch, next_batch, step, bool(state.get("validated", True)), window)
 
-    def save_final(self) -> Path:
+    def save_final(self, steps: int) -> Path:
         """``DIR/final.safetensors``: the model's parameters and the record that the run finished
-        (optimizer steps, epochs, when), replaced atomically; returns its path."""
+        (its ``steps`` optimizer steps, epochs, when), replaced atomically; returns its path."""
         from safetensors.numpy import save
 
-        learner = self.learner
-        path = learner.directory / FINAL
-        metadata = {_FINISHED: "finished", "steps": str(learner.step), "epochs": str(learner.config.num_epochs),
+        run = self.run
+        path = run.directory / FINAL
+        metadata = {_FINISHED: "finished", "steps": str(steps), "epochs": str(run.config.num_epochs),
                     "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         try:
-            replace_file_atomically(path, save(learner.model.to_record(), metadata=metadata),
+            replace_file_atomically(path, save(run.model.to_record(), metadata=metadata),
                                     path.with_name(f".{FINAL}.tmp-{os.getpid()}"))
         except OSError as error:
             raise RunDirectoryError(f"cannot write {path}: {describe_os_error(error)}"
@@ -291,7 +306,7 @@ class LearnerCheckpoints:
         """What writers of this directory that are gone left half-written (a checkpoint's temporary
         directory, a temporary final file): removed when a run starts, under the run's lock."""
         self.checkpointer.remove_leftovers()
-        for path in self.learner.directory.glob(f".{FINAL}.tmp-*"):
+        for path in self.run.directory.glob(f".{FINAL}.tmp-*"):
             pid = path.name.rpartition("-")[2]
             if pid.isdigit() and not process_alive(int(pid)) and path.is_file() and not path.is_symlink():
                 with contextlib.suppress(OSError):
@@ -301,7 +316,7 @@ class LearnerCheckpoints:
         """Before a resume: RunCompleteError when the run in the directory finished (its final
         parameters and record written, no later checkpoint) for at least ``num_epochs`` epochs;
         RunDirectoryError when it finished for fewer but left no checkpoint to go on from."""
-        directory = self.learner.directory
+        directory = self.run.directory
         final = read_final_record(directory / FINAL)
         if final is None:
             return

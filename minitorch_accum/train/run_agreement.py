@@ -17,16 +17,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from minitorch_accum.data import DataLoader
+from minitorch_accum.nn import Module
+from minitorch_accum.train.run_parts import RunParts
 from minitorch_accum.train.run_settings import record_settings
 from minitorch_accum.train.settings import SETTINGS
-
-if TYPE_CHECKING:
-    from minitorch_accum.train.learner import Learner
 
 __all__ = ["data_description", "describe_run", "model_description", "settings_description"]
 
@@ -58,10 +57,10 @@ def _flatten(record: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return flat
 
 
-def settings_description(learner: Learner, loader: DataLoader, resume: bool) -> dict[str, Any]:
+def settings_description(run: RunParts, loader: DataLoader, resume: bool) -> dict[str, Any]:
     """The settings every rank must share, by name (recorded ones and those that shape collectives)."""
-    config = learner.config
-    recorded = record_settings(config, loader.batch_size, learner.world_size, learner.optimizer)
+    config = run.config
+    recorded = record_settings(config, loader.batch_size, run.comm.world_size, run.optimizer)
     description = _flatten(recorded, "")
     for row in SETTINGS:
         if row.target == "learner" and not row.per_rank and row.name not in description:
@@ -98,15 +97,14 @@ def data_description(loader: DataLoader) -> dict[str, Any]:
             "data.order (epoch 0)": order.hexdigest(), "data.content": content.hexdigest()}
 
 
-def model_description(learner: Learner) -> dict[str, Any]:
+def model_description(model: Module) -> dict[str, Any]:
     """Each parameter's and buffer's name, shape and dtype, in the model's order."""
-    model = learner.step_model
     return {"model.parameters": [[name, list(p.shape), str(p.dtype)] for name, p in model.named_parameters()],
             "model.buffers": [[name, list(np.shape(b.value)), str(b.value.dtype)]
                               for name, b in model.named_buffers()]}
 
 
-def describe_run(learner: Learner, loader: DataLoader, resume: bool) -> dict[str, Any]:
+def describe_run(run: RunParts, loader: DataLoader, resume: bool) -> dict[str, Any]:
     """Everything ``check_ranks_agree`` compares for a Learner's run."""
-    return {**settings_description(learner, loader, resume), **data_description(loader),
-            **model_description(learner)}
+    return {**settings_description(run, loader, resume), **data_description(loader),
+            **model_description(run.step_model)}

@@ -6,12 +6,17 @@ counts, the normalization and ``final.safetensors`` would contradict each other.
 checkpoint records every row of ``train.settings.SETTINGS`` that a resume must keep (and
 the optimizer's hyperparameters), and a resume refuses a difference with one line naming
 every differing setting, unless the user explicitly allows it (then it says what changes).
-A different number of data-parallel ranks is not a difference: the global batch is what
-must stay, and k per rank is re-derived to keep it.
+
+k is recorded under its one name, ``grads_accumulation`` (per rank), beside ``world_size``:
+the window of all ranks is derived (k x world_size), never recorded under a second name. What
+decides the windows is what is recorded: beside a schedule or an effective batch, k is unused
+and recorded as None. A different number of data-parallel ranks is not a difference: the
+global window is what must stay, and k per rank is re-derived to keep it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from minitorch_accum.optim import Optimizer
@@ -20,12 +25,12 @@ from minitorch_accum.train.settings import SETTINGS
 __all__ = ["RECORD_VERSION", "SettingsMismatchError", "compare_settings", "describe_changes", "record_settings",
            "rescale_k", "upgrade_record"]
 
-#: the layout of the settings record this version writes (records without one predate the table)
-RECORD_VERSION = 2
+#: the layout of the settings record this version writes (records without one predate the table;
+#: version 2 recorded the window of all ranks as ``window_micro_batches``)
+RECORD_VERSION = 3
 
-# the window's size is recorded for all ranks together, so a resume on another number of ranks
-# compares what must stay (the global window), not k per rank
-_PER_RANK = frozenset({"grads_accumulation", "accumulation_schedule"})
+# the rows whose value is k per rank (an int, or a schedule's ints): compared as windows of all ranks
+_PER_RANK = ("grads_accumulation", "accumulation_schedule")
 # a command-line run of before the table recorded these as its run. (some were rows of the Learner
 # too, or rows a resume may change); such a record is read in today's layout
 _TABLELESS_RUN = frozenset({"dataset", "micro_batch", "accum", "epochs", "lr", "optimizer", "reduction", "fusion",
@@ -37,30 +42,47 @@ class SettingsMismatchError(ValueError):
 
 
 def record_settings(config: Any, micro_batch: int, world_size: int, optimizer: Optimizer) -> dict[str, Any]:
-    """What a checkpoint records of this run: each learner row a resume must keep, the window
-    in micro-batches of all ranks, the micro-batch, the optimizer and the caller's run settings."""
-    record: dict[str, Any] = {"version": RECORD_VERSION, "micro_batch": micro_batch}
+    """What a checkpoint records of this run: each learner row a resume must keep (k per rank
+    when it decides the windows), the number of ranks, the micro-batch, the optimizer and the
+    caller's run settings."""
+    record: dict[str, Any] = {"version": RECORD_VERSION, "micro_batch": micro_batch, "world_size": world_size}
     for row in SETTINGS:
-        if row.target == "learner" and not row.resume and row.name not in _PER_RANK:
+        if row.target == "learner" and not row.resume:
             record[row.name] = getattr(config, row.name)
-    record["window_micro_batches"] = None if config.effective_batch else config.grads_accumulation * world_size
     schedule = config.accumulation_schedule
+    if schedule is not None or config.effective_batch is not None:
+        record["grads_accumulation"] = None  # the schedule or the effective batch decides k
     record["accumulation_schedule"] = None if schedule is None else {
-        str(epoch): k * world_size for epoch, k in sorted(schedule.items())}
+        str(epoch): k for epoch, k in sorted(schedule.items())}
     record["optimizer"] = {"type": type(optimizer).__name__, **optimizer.hyperparameters()}
     record["run"] = config.run_config or {}
     return record
 
 
-def upgrade_record(saved: dict[str, Any]) -> dict[str, Any]:
-    """A settings record in this version's layout. One written before the table had no
-    ``version``; its command-line run. held the seed (a learner row now) and values recorded
-    elsewhere or free to change, which are dropped."""
+def upgrade_record(saved: dict[str, Any], world_size: int) -> dict[str, Any]:
+    """A settings record of a checkpoint written by ``world_size`` ranks, in this version's layout.
+
+    Versions up to 2 recorded the window of all ranks, ``window_micro_batches`` (k x ranks, and
+    each epoch's k x ranks of a schedule), even where a schedule or an effective batch decided
+    k: read as k per rank, None where it did not decide. One written before the table had no
+    ``version`` (it keeps none, so a comparison knows it); its command-line run. held the seed
+    (a learner row now) and values recorded elsewhere or free to change, which are dropped."""
     if saved.get("version") == RECORD_VERSION:
         return saved
     upgraded = dict(saved)
+    if "window_micro_batches" in upgraded:
+        window = upgraded.pop("window_micro_batches")
+        schedule = upgraded.get("accumulation_schedule")
+        decided = schedule is not None or upgraded.get("effective_batch") is not None
+        upgraded["grads_accumulation"] = None if decided or not isinstance(window, int) else window // world_size
+        if isinstance(schedule, dict):
+            upgraded["accumulation_schedule"] = {
+                epoch: total // world_size if isinstance(total, int) else total for epoch, total in schedule.items()}
+        upgraded["world_size"] = world_size
+        if "version" in saved:
+            upgraded["version"] = RECORD_VERSION
     run = dict(saved.get("run") or {})
-    if set(run) == _TABLELESS_RUN:
+    if "version" not in saved and set(run) == _TABLELESS_RUN:
         upgraded["seed"] = run["seed"]
         run = {key: run[key] for key in ("dataset", "lr", "optimizer", "dtype", "block_size")}
     upgraded["run"] = run
@@ -78,13 +100,40 @@ def _flatten(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+@dataclass(frozen=True, eq=False)
+class _OnRanks:
+    """k per rank on ``ranks`` ranks: equal to another when their windows of all ranks are."""
+
+    k: int
+    ranks: int
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _OnRanks) and self.k * self.ranks == other.k * other.ranks
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{self.k} x {self.ranks} rank(s)"
+
+
+def _windows_of_all_ranks(flat: dict[str, Any], world_size: Any) -> dict[str, Any]:
+    """``flat`` with each k per rank as the window it makes on ``world_size`` ranks."""
+    return {name: _OnRanks(value, world_size) if name.split(".")[0] in _PER_RANK and type(value) is int else value
+            for name, value in flat.items()}
+
+
 def compare_settings(saved: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """(setting, saved value, current value) for every recorded setting that differs.
+    """(setting, saved value, current value) for every recorded setting that differs; ``saved`` is
+    in this version's layout (``upgrade_record``). The number of ranks is not a setting: on
+    another one, k per rank is compared as the window it makes (``6 x 1 rank(s) -> 4 x 2 rank(s)``).
 
     A record from before the table is compared on what it recorded: a setting it did not
     record cannot be told apart from its value then."""
-    tableless = saved.get("version") != RECORD_VERSION
-    old, new = _flatten(upgrade_record(saved)), _flatten(current)
+    tableless = "version" not in saved
+    old, new = _flatten(saved), _flatten(current)
+    saved_world, world = old.pop("world_size", None), new.pop("world_size", None)
+    if saved_world is not None and world is not None and saved_world != world:
+        old, new = _windows_of_all_ranks(old, saved_world), _windows_of_all_ranks(new, world)
     names = set(old) if tableless else set(old) | set(new)
     names.discard("version")
     return [(name, old.get(name), new.get(name)) for name in sorted(names) if old.get(name) != new.get(name)]

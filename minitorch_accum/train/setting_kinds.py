@@ -37,10 +37,11 @@ class Kind:
         return value
 
     def from_text(self, text: str) -> Any:
-        if self.text_type is None:
+        convert = type(self).text_type  # a function of the class, not a method of the kind
+        if convert is None:
             return text
         try:
-            return self.text_type(text)
+            return convert(text)
         except ValueError:
             return text
 
@@ -140,10 +141,11 @@ class Value(Kind):
 
 def _read_int(kind: Integer, text: str) -> int:
     try:
-        return kind.check("the value", kind.from_text(text))
+        value: int = kind.check("the value", kind.from_text(text))
     except ValueError as error:
         # argparse names the option itself ("argument --seed: must be ..."): no second name here
         raise argparse.ArgumentTypeError(str(error).removeprefix("the value ")) from None
+    return value
 
 
 def positive_int(text: str) -> int:

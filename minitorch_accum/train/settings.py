@@ -5,7 +5,8 @@ help line, its command-line option (and the commands that offer it), and whether
 may change it. From this table come:
 
 - the options of ``maccum train``, ``compare`` and ``explain`` (``add_options``/``read_options``),
-- the Learner's configuration (``LearnerConfig``: one field per ``learner`` row, its default),
+- the Learner's configuration (``LearnerConfig``: a typed field per ``learner`` row, its default the
+  row's; ``tests/train/test_settings.py`` holds the fields to the rows),
 - what every checkpoint records and what a resume compares (``train/run_settings.py``: each row
   a resume must keep is recorded, a difference is refused naming the row).
 
@@ -15,13 +16,17 @@ what the command line builds the model, data and optimizer from (recorded under 
 rows steer one invocation and are never recorded. Data-parallel ranks must hold the same value of
 every learner row (``train/run_agreement.py`` checks it at the start), except a ``per_rank`` one.
 A row with an ``output`` names a path the command writes, checked by ``check_outputs`` before the
-command runs. A new setting is one row here plus its use.
+command runs. A new setting is one row here (a learner row also its field of LearnerConfig) plus its use.
+
+Each value is checked once, by its row's kind, where it enters: ``read_options`` for the command
+line (errors name the option: ``--accum (k)``), ``LearnerBuilder`` for the API (``grads_accumulation
+(k)``); ``learner_config`` and the Learner take checked values as they are.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +35,7 @@ from typing import Any
 from minitorch_accum.accum import FUSIONS, REDUCTIONS
 from minitorch_accum.backend import parse_device
 from minitorch_accum.data import DATASETS
+from minitorch_accum.distributed import Communicator
 from minitorch_accum.distributed.launch import COMMUNICATORS
 from minitorch_accum.durable_files import check_output_path
 from minitorch_accum.models import DIGITS_MLP_VARIANTS
@@ -40,7 +46,7 @@ from minitorch_accum.train.setting_kinds import Choice, Flag, Integer, Kind, Num
 from minitorch_accum.train.training_trace import trace_file_name
 
 __all__ = ["OPTIMIZERS", "SETTINGS", "TRAINING_COMMANDS", "LearnerConfig", "ProgressMode", "Setting", "add_options",
-           "check_outputs", "commanded", "for_learner", "read_options", "setting"]
+           "check_outputs", "commanded", "learner_config", "read_options", "setting"]
 
 #: the commands whose options come from this table
 TRAINING_COMMANDS = ("train", "compare", "explain")
@@ -258,20 +264,56 @@ def setting(name: str) -> Setting:
         raise KeyError(f"no setting {name!r}; the table holds {', '.join(_BY_NAME)}") from None
 
 
-def _learner_config() -> type:
-    fields: list[Any] = [("directory", Path)]
-    for row in SETTINGS:
-        if row.target == "learner":
-            fields.append((row.name, Any, dataclasses.field(default=row.default)))
-    fields.append(("run_config", dict[str, Any] | None, dataclasses.field(default=None)))
-    doc = ("What LearnerBuilder collected: the directory, one field per learner row of train.settings.SETTINGS "
-           "(its default there), and ``run_config``, the caller's own settings recorded under run.")
-    return dataclasses.make_dataclass("LearnerConfig", fields, namespace={"__doc__": doc,
-                                                                          "__module__": __name__})
+@dataclass
+class LearnerConfig:
+    """What LearnerBuilder collected: the directory, one field per learner row of ``SETTINGS`` (in
+    the table's order, with its default there: ``tests/train/test_settings.py`` holds them to the
+    rows; the row's kind checked each value before it came here), and ``run_config``, the caller's
+    own settings recorded under run."""
+
+    directory: Path
+    # the window
+    grads_accumulation: int = 1
+    effective_batch: int | None = None
+    accumulation_schedule: dict[int, int] | None = None
+    reduction: str = "items"
+    fusion: str = "gemm"
+    accum_dtype: str = "float32"
+    compensated: bool = False
+    mixed_precision: str | None = None
+    clip_grad_norm: float | None = None
+    drop_last_window: bool = False
+    seed: int | None = None
+    # how long, where and how visibly
+    num_epochs: int = 1
+    memory_budget: int | None = None
+    checkpoint_every_steps: int | None = None
+    checkpoint_every_micro_batches: int | None = None
+    checkpoint_keep: int = 2
+    metrics: tuple[str, ...] = METRICS
+    lr_scheduler: LRScheduler | None = None
+    progress: str | Progress = "auto"
+    trace_out: Path | None = None
+    devices: tuple[str, ...] = ("cpu",)
+    allow_config_change: bool = False
+    strict_numerics: bool = False
+    # data parallelism (LearnerBuilder.distributed also takes a Communicator of the caller's)
+    distributed: str | Communicator | None = None
+    zero: bool = False
+    overlap: bool = False
+    bucket_bytes: int = 25 << 20
+    first_bucket_bytes: int = 1 << 20
+    check_every: int = 50
+    run_config: dict[str, Any] | None = None
 
 
-#: the Learner's configuration, one field per learner row
-LearnerConfig = _learner_config()
+def learner_config(directory: str | os.PathLike[str], values: Mapping[str, Any]) -> LearnerConfig:
+    """The LearnerConfig of ``values`` that their rows have checked (``read_options``): each learner
+    row's value its field (a row ``values`` lacks keeps its default), each task row's recorded under
+    ``run_config``; nothing is checked twice."""
+    fields = {name: value for name, value in values.items() if setting(name).target == "learner"}
+    run = {name: value for name, value in values.items() if setting(name).target == "task"}
+    return LearnerConfig(directory=Path(directory), **fields, run_config=run or None)
 
 
 def add_options(parser: argparse.ArgumentParser, command: str, defaults: Mapping[str, Any] | None = None) -> None:
@@ -308,11 +350,6 @@ def check_outputs(values: Mapping[str, Any], command: str) -> None:
     for row in commanded(command):
         if row.output is not None and values.get(row.name) is not None:
             check_output_path(values[row.name], row.flag or row.name, directory=row.output == "directory")
-
-
-def for_learner(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The values of the learner and task rows (what ``LearnerBuilder.settings`` takes)."""
-    return {name: value for name, value in values.items() if setting(name).target in ("learner", "task")}
 
 
 def commanded(command: str) -> Iterable[Setting]:

@@ -11,7 +11,7 @@ import pytest
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.cli import main
 from minitorch_accum.cli.tasks import load_task
-from minitorch_accum.cli.train_command import make_optimizer
+from minitorch_accum.cli.training_run import make_optimizer
 from minitorch_accum.data import CharDataset, DataLoader
 from minitorch_accum.train import LearnerBuilder
 

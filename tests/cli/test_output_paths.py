@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_accum.cli import explain_command, explain_views, main, precision_command, train_command
+from minitorch_accum.cli import explain_command, explain_views, main, precision_command, training_run
 
 SMALL = ["--dataset", "digits", "--micro-batch", "256", "--accum", "2", "--epochs", "1", "--progress", "plain"]
 
@@ -19,7 +19,7 @@ def nothing_computes(monkeypatch: pytest.MonkeyPatch) -> None:
     def load_task(*args: object, **kwargs: object) -> None:
         raise AssertionError("the command loaded its task before refusing its output")
 
-    for module in (train_command, explain_command, explain_views, precision_command):
+    for module in (training_run, explain_command, explain_views, precision_command):
         monkeypatch.setattr(module, "load_task", load_task)
 
 

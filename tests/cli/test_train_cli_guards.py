@@ -74,3 +74,26 @@ def test_a_negative_seed_is_refused_naming_the_option_once(tmp_path: Path, capsy
         assert main(argv) == 2
         assert capsys.readouterr().err == f"maccum {command}: error: --seed must be a non-negative int, got -1\n"
     assert not (tmp_path / "out").exists()
+
+
+def test_each_value_is_checked_once_from_the_command_line_to_the_learner(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from collections import Counter
+
+    from minitorch_accum.cli.main import build_parser
+    from minitorch_accum.cli.training_run import build_run
+    from minitorch_accum.train.settings import Setting, read_options
+
+    checked: Counter[str] = Counter()
+    check = Setting.check
+
+    def counted(row: Setting, value: object, from_command_line: bool = False) -> object:
+        checked[row.name] += 1
+        return check(row, value, from_command_line)
+
+    monkeypatch.setattr(Setting, "check", counted)
+    values = read_options(build_parser().parse_args(["train", *SMALL, "--accum", "3", "--out", str(tmp_path)]),
+                          "train")
+    learner, _, _ = build_run(values)
+    assert learner.config.grads_accumulation == 3 and learner.accumulator.steps == 3
+    assert checked["grads_accumulation"] == 1 and set(checked.values()) == {1}, checked

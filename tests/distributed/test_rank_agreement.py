@@ -105,14 +105,14 @@ def test_every_learner_setting_but_the_per_rank_ones_is_compared(tmp_path: Path)
 
     learner = LearnerBuilder(tmp_path).grads_accumulation(3).build(mlp(), optim.AdamW(lr=0.01))
     loader = DataLoader(classification_data(), 4, seed=3)
-    described = settings_description(learner, loader, resume=True)
+    described = settings_description(learner.parts, loader, resume=True)
     for row in SETTINGS:
         if row.target == "learner":
             compared = any(name == row.name or name.startswith(f"{row.name}.") for name in described)
             assert compared != row.per_rank, row.name  # a new row is compared unless it says otherwise
     assert described["resume"] is True
     assert described["optimizer.type"] == "AdamW" and described["micro_batch"] == 4
-    whole = describe_run(learner, loader, resume=False)
+    whole = describe_run(learner.parts, loader, resume=False)
     assert whole["model.parameters"][0] == ["module.0.weight", [6, 16], "float64"]
     assert json.loads(json.dumps(whole)) == whole  # what the ranks exchange is plain JSON
 

@@ -195,6 +195,7 @@ def _at(epoch: int, next_batch: int, step: int, micro: int = 0, items: int | Non
 def _world(size: int, ranks: Callable[[dict], Any] | None) -> Callable[[dict], Any]:
     def change(state: dict) -> None:
         state["world_size"] = size
+        state["settings"]["world_size"] = size  # the record of k per rank says on how many ranks
         state["rng_ranks"] = None if ranks is None else ranks(state["rng"])
     return change
 
@@ -241,6 +242,8 @@ RECORD_REFUSALS = {
     "rank 0's rng without its generator": (_world(2, lambda rng: [{"state": rng["state"]}, rng]),
                                            "lacks rng_ranks[0]['bit_generator']"),
     "settings a list": (_put("settings", []), "'settings' is list [], not an object"),
+    "settings of another world size": (_in("settings", _put("world_size", 2)),
+                                       "the settings' world_size is 2, the state's 1"),
     "neither settings nor config": (lambda s: (s.pop("settings"), s.pop("config")), "lacks 'config'"),
     "no config": (_drop("config"), "lacks 'config'"),
     "no settings": (_drop("settings"), "lacks 'settings' (a record that holds 'world_size' was written with it)"),
@@ -411,7 +414,7 @@ def _learner(directory: Path, kind: str = "adamw", optimizer: optim.Optimizer | 
 
 def _check(learner: Any, arrays: dict, state: dict) -> None:
     check_checkpoint_record(state, HERE)
-    check_checkpoint_contents(learner, arrays, state, _data(), HERE)
+    check_checkpoint_contents(learner.parts, arrays, state, _data(), HERE)
 
 
 def _arrays(group: str, change: Callable[[dict], Any]) -> Callable[[dict, dict], Any]:

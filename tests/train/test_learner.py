@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +13,8 @@ import minitorch_accum as mta
 from minitorch_accum import nn, optim
 from minitorch_accum.data import ArrayDataset, DataLoader
 from minitorch_accum.optim.lr_scheduler import StepLR
-from minitorch_accum.train import CheckpointError, Classifier, LearnerBuilder, MemoryBudgetError
+from minitorch_accum.train import CheckpointError, LearnerBuilder, MemoryBudgetError
+from tests.train.stopping_models import StopAt
 
 
 def dataset(n: int = 100, seed: int = 0) -> ArrayDataset:
@@ -78,28 +77,13 @@ def test_effective_batch_and_schedule_choose_k(tmp_path: Path) -> None:
     assert [r["micro_batches"] for r in history.steps] == [5, 5, 2, 2, 2, 2, 2]
 
 
-class InterruptAt(Classifier):
-    """Sends SIGINT to this process during the n-th micro-batch (like Ctrl-C)."""
-
-    def __init__(self, module: nn.Module, at: int) -> None:
-        super().__init__(module)
-        self.at = at
-        self.calls = 0
-
-    def train_step(self, batch):
-        self.calls += 1
-        if self.calls == self.at:
-            os.kill(os.getpid(), signal.SIGINT)
-        return super().train_step(batch)
-
-
 def _interrupted_and_resumed(tmp_path: Path, builder: Callable[[Path], LearnerBuilder],
                              loader: Callable[[], DataLoader], lr: float,
                              at: int) -> tuple[nn.Module, nn.Module, object, str]:
     """(uninterrupted run, the run interrupted at micro-batch ``at`` then resumed, its history,
     the checkpoint it resumed from)."""
     reference, _ = builder(tmp_path / "ref").build(model("float32"), optim.AdamW(lr=lr)).fit(loader())
-    killed = builder(tmp_path / "run").build(InterruptAt(model("float32"), at=at), optim.AdamW(lr=lr))
+    killed = builder(tmp_path / "run").build(StopAt(model("float32"), at=at), optim.AdamW(lr=lr))
     with pytest.raises(KeyboardInterrupt):
         killed.fit(loader())
     saved = (tmp_path / "run" / "checkpoints" / "latest").read_text().strip()

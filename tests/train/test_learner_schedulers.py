@@ -12,7 +12,8 @@ from minitorch_accum import optim
 from minitorch_accum.data import DataLoader
 from minitorch_accum.optim.lr_scheduler import LambdaLR, LRScheduler, OneCycleLR, SequentialLR
 from minitorch_accum.train import LearnerBuilder
-from tests.train.test_learner import InterruptAt, dataset, model
+from tests.train.stopping_models import StopAt
+from tests.train.test_learner import dataset, model
 
 # 100 items in micro-batches of 8: 13 per epoch, k = 4 gives 4 windows (the last partial), 8 in two epochs
 STEPS = 8
@@ -52,7 +53,7 @@ def test_a_resume_mid_schedule_is_bit_identical(tmp_path: Path, name: str) -> No
     reference, straight = builder(tmp_path / "ref", SCHEDULERS[name]()).build(
         model("float32"), optim.AdamW(lr=0.05)).fit(loader())
 
-    killed = builder(tmp_path / "run", SCHEDULERS[name]()).build(InterruptAt(model("float32"), at=18),
+    killed = builder(tmp_path / "run", SCHEDULERS[name]()).build(StopAt(model("float32"), at=18),
                                                                  optim.AdamW(lr=0.05))
     with pytest.raises(KeyboardInterrupt):
         killed.fit(loader())

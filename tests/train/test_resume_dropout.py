@@ -12,8 +12,6 @@ Learner finishes the micro-batch, checkpoints and raises KeyboardInterrupt).
 from __future__ import annotations
 
 import json
-import os
-import signal
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +20,8 @@ import pytest
 import minitorch_accum as mta
 from minitorch_accum import nn, optim
 from minitorch_accum.data import ArrayDataset, DataLoader
-from minitorch_accum.train import Classifier, LearnerBuilder
+from minitorch_accum.train import LearnerBuilder
+from tests.train.stopping_models import StopAt, crash, send
 
 K = 4
 MICRO = 8
@@ -54,23 +53,6 @@ def fit(learner, resume: bool = False):
                        DataLoader(dataset(40, 7), 20, shuffle=False), resume=resume)
 
 
-class StopAt(Classifier):
-    """Stops the run at its ``at``-th micro-batch: ``"crash"`` raises out of train_step before
-    the micro-batch runs, ``"ctrl-c"`` sends SIGINT to this process (the stop request)."""
-
-    def __init__(self, module: nn.Module, at: int, how: str) -> None:
-        super().__init__(module)
-        self.at, self.how, self.calls = at, how, 0
-
-    def train_step(self, batch):
-        self.calls += 1
-        if self.calls == self.at:
-            if self.how == "crash":
-                raise KeyboardInterrupt
-            os.kill(os.getpid(), signal.SIGINT)
-        return super().train_step(batch)
-
-
 def metrics_lines(directory: Path) -> list[dict]:
     lines = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
     return [{key: value for key, value in line.items() if key not in UNREPRODUCIBLE} for line in lines]
@@ -88,7 +70,8 @@ STOPS = [
 def test_resume_mid_window_with_dropout_is_bit_identical(tmp_path: Path, how: str, at: int, checkpoint: str) -> None:
     reference, _ = fit(builder(tmp_path / "ref").build(model(), optim.SGD(0.1, momentum=0.9)))
 
-    stopped = builder(tmp_path / "run").build(StopAt(model(), at, how), optim.SGD(0.1, momentum=0.9))
+    stopped = builder(tmp_path / "run").build(StopAt(model(), at, crash if how == "crash" else send()),
+                                              optim.SGD(0.1, momentum=0.9))
     with pytest.raises(KeyboardInterrupt):
         fit(stopped)
     assert (tmp_path / "run" / "checkpoints" / "latest").read_text().strip() == checkpoint

@@ -3,8 +3,8 @@ epoch's end, a torn metrics line, and what an interrupted run reports."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import re
 import signal
 from pathlib import Path
@@ -17,13 +17,13 @@ from minitorch_accum import nn, optim
 from minitorch_accum.data import DataLoader
 from minitorch_accum.optim.lr_scheduler import StepLR
 from minitorch_accum.train import (
-    Classifier,
     LearnerBuilder,
     RunDirectoryError,
     SettingsMismatchError,
     TrainingInterrupted,
 )
-from tests.train.test_learner import InterruptAt, dataset, model
+from tests.train.stopping_models import StopAt, send
+from tests.train.test_learner import dataset, model
 
 
 def _builder(directory: Path, k: int = 2) -> LearnerBuilder:
@@ -32,26 +32,14 @@ def _builder(directory: Path, k: int = 2) -> LearnerBuilder:
 
 
 def _interrupted_run(directory: Path, at: int, k: int = 2, signum: int = signal.SIGINT) -> TrainingInterrupted:
-    learner = _builder(directory, k).build(SignalAt(model(), at, signum), optim.AdamW(lr=0.01))
+    learner = _builder(directory, k).build(StopAt(model(), at, send(signum)), optim.AdamW(lr=0.01))
     with pytest.raises(TrainingInterrupted) as stopped:
         learner.fit(DataLoader(dataset(), 10), DataLoader(dataset(30, seed=4), 10, shuffle=False))
     return stopped.value
 
 
-class SignalAt(InterruptAt):
-    def __init__(self, module: object, at: int, signum: int) -> None:
-        super().__init__(module, at)
-        self.signum = signum
-
-    def train_step(self, batch: object) -> object:
-        self.calls += 1
-        if self.calls == self.at:
-            os.kill(os.getpid(), self.signum)
-        return Classifier.train_step(self, batch)
-
-
 @pytest.mark.parametrize(("change", "named"), [
-    (lambda b: b.grads_accumulation(5), "window_micro_batches 2 -> 5"),
+    (lambda b: b.grads_accumulation(5), "grads_accumulation 2 -> 5"),
     (lambda b: b.fusion("leaf").reduction("mean"), "fusion 'gemm' -> 'leaf', reduction 'items' -> 'mean'"),
     (lambda b: b.fusion("leaf"), "fusion 'gemm' -> 'leaf'"),
     (lambda b: b.reduction("mean"), "reduction 'items' -> 'mean'"),
@@ -144,7 +132,7 @@ def test_a_resume_keeps_the_learning_rate_the_run_reached_and_may_drop_its_sched
         return _builder(directory).on_step_end(halve_at_step_2)
 
     reference, whole = builder(tmp_path / "ref").build(model(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10))
-    learner = builder(tmp_path / "run").build(SignalAt(model(), 7, signal.SIGINT), optim.AdamW(lr=0.01))
+    learner = builder(tmp_path / "run").build(StopAt(model(), 7), optim.AdamW(lr=0.01))
     with pytest.raises(TrainingInterrupted):
         learner.fit(DataLoader(dataset(), 10))
     final, history = builder(tmp_path / "run").build(model(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10),
@@ -154,7 +142,7 @@ def test_a_resume_keeps_the_learning_rate_the_run_reached_and_may_drop_its_sched
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
     # a run with a scheduler resumed without one (a scheduler is free to change) goes on from the rate it had
     scheduled = _builder(tmp_path / "sched").lr_scheduler(StepLR(0.01, step_size=1, gamma=0.5))
-    learner = scheduled.build(SignalAt(model(), 3, signal.SIGINT), optim.AdamW(lr=0.01))
+    learner = scheduled.build(StopAt(model(), 3), optim.AdamW(lr=0.01))
     with pytest.raises(TrainingInterrupted):
         learner.fit(DataLoader(dataset(), 10))
     saved_lr = learner.optimizer.lr
@@ -177,7 +165,7 @@ class _Branches(nn.Module):
 
 def test_a_model_whose_parameter_names_hold_a_slash_resumes(tmp_path: Path) -> None:
     reference, _ = _builder(tmp_path / "ref").build(_Branches(), optim.AdamW(lr=0.01)).fit(DataLoader(dataset(), 10))
-    learner = _builder(tmp_path / "run").build(SignalAt(_Branches(), 3, signal.SIGINT), optim.AdamW(lr=0.01))
+    learner = _builder(tmp_path / "run").build(StopAt(_Branches(), 3), optim.AdamW(lr=0.01))
     with pytest.raises(TrainingInterrupted):
         learner.fit(DataLoader(dataset(), 10))
     resumed = _builder(tmp_path / "run").build(_Branches(), optim.AdamW(lr=0.01))
@@ -216,7 +204,7 @@ def test_final_parameters_that_cannot_be_written_name_the_file_and_why(tmp_path:
     last = learner.checkpoints.last_saved[1]
     with pytest.raises(RunDirectoryError, match=rf"^cannot write {re.escape(str(final))}: Is a directory \(EISDIR\); "
                                                 rf"the last checkpoint is {re.escape(str(last))} \(resume from it\)$"):
-        learner.checkpoints.save_final()
+        learner.checkpoints.save_final(learner.step)
 
 
 def test_a_run_config_is_checked_when_given_and_its_tuples_kept_as_lists(tmp_path: Path) -> None:
@@ -235,3 +223,15 @@ def test_a_run_config_is_checked_when_given_and_its_tuples_kept_as_lists(tmp_pat
         LearnerBuilder(tmp_path).config({"width": np.int64(3)})
     with pytest.raises(TypeError, match=r"^checkpoint config has the key 1 of type int"):
         LearnerBuilder(tmp_path).config({1: "one"})
+
+
+def test_a_dataclass_run_config_is_recorded_as_its_fields(tmp_path: Path) -> None:
+    @dataclasses.dataclass
+    class Run:
+        hidden: tuple[int, ...] = (16, 3)
+        name: str = "a"
+
+    assert LearnerBuilder(tmp_path).config(Run())._config.run_config == {"hidden": [16, 3], "name": "a"}
+    for wrong, named in ((3, "int"), (Run, "type")):  # the class is not a config: an instance is
+        with pytest.raises(TypeError, match=rf"^config expects a dict or a dataclass, got {named}$"):
+            LearnerBuilder(tmp_path).config(wrong)

@@ -20,7 +20,8 @@ from minitorch_accum import nn, optim
 from minitorch_accum.data import ArrayDataset, DataLoader
 from minitorch_accum.testing import run_ranks
 from minitorch_accum.testing.simulated_ranks import RankFailedError, ThreadCommunicator
-from minitorch_accum.train import Classifier, LearnerBuilder, TrainingInterrupted
+from minitorch_accum.train import LearnerBuilder, TrainingInterrupted
+from tests.train.stopping_models import StopAt
 
 Params = dict[str, np.ndarray]
 
@@ -102,8 +103,10 @@ def test_a_one_rank_run_resumed_on_two_ranks_halves_k_and_trains_as_the_whole_ru
     for rank, (params, learner) in enumerate(ranks):
         assert learner.config.grads_accumulation == 3 and learner.step == 6
         _assert_same(params, whole, f"rank {rank}")
-    # the checkpoint the resumed run wrote records the window, not k per rank
-    assert _state(tmp_path)["settings"]["window_micro_batches"] == 6
+    # the checkpoint the resumed run wrote records k per rank beside the ranks (the window is derived)
+    settings = _state(tmp_path)["settings"]
+    assert (settings["grads_accumulation"], settings["world_size"]) == (3, 2)
+    assert "window_micro_batches" not in settings
 
 
 def test_a_two_rank_run_resumed_on_one_rank_doubles_k_and_keeps_its_own_random_stream(
@@ -140,7 +143,8 @@ def test_a_two_rank_run_resumed_on_two_ranks_restores_the_checkpoints_random_str
 def test_a_k_already_divided_by_the_ranks_is_kept_and_another_k_is_refused(tmp_path: Path, whole: Params,
                                                                            capsys: pytest.CaptureFixture) -> None:
     _one_rank(tmp_path, 6, 1)
-    with pytest.raises(RankFailedError, match=r"other settings: window_micro_batches 6 -> 8;"):
+    with pytest.raises(RankFailedError,
+                       match=r"other settings: grads_accumulation 6 x 1 rank\(s\) -> 4 x 2 rank\(s\);"):
         _two_ranks(tmp_path, 4, 2, resume=True)
     capsys.readouterr()
     ranks = _two_ranks(tmp_path, 3, 2, resume=True, progress="plain")  # 2 ranks x 3 already make the window
@@ -152,11 +156,11 @@ def test_a_k_already_divided_by_the_ranks_is_kept_and_another_k_is_refused(tmp_p
 
 def test_an_accumulation_schedule_is_re_derived_per_rank(tmp_path: Path) -> None:
     schedule = {0: 6, 1: 2}
-    # k is given as 2: it is unused beside a schedule, but it is the window a checkpoint records, and
-    # the default 1 cannot be shared by two ranks (a resume of such a run on two is refused)
-    reference, _ = _one_rank(tmp_path / "whole", 2, 3, accumulation_schedule=schedule)
-    _one_rank(tmp_path / "run", 2, 1, accumulation_schedule=schedule)
-    ranks = _two_ranks(tmp_path / "run", 2, 3, resume=True, accumulation_schedule=schedule)
+    # k is left at its default, 1: the schedule decides every window, and a checkpoint records what it decides
+    reference, _ = _one_rank(tmp_path / "whole", 1, 3, accumulation_schedule=schedule)
+    _one_rank(tmp_path / "run", 1, 1, accumulation_schedule=schedule)
+    assert _state(tmp_path / "run")["settings"]["accumulation_schedule"] == {"0": 6, "1": 2}
+    ranks = _two_ranks(tmp_path / "run", 1, 3, resume=True, accumulation_schedule=schedule)
     for rank, (params, learner) in enumerate(ranks):
         assert learner.config.accumulation_schedule == {0: 3, 1: 1}
         assert all(type(k) is int for k in learner.config.accumulation_schedule.values())
@@ -168,10 +172,55 @@ def test_an_accumulation_schedule_is_re_derived_per_rank(tmp_path: Path) -> None
     _assert_same(params, reference, "one rank")
 
 
+def _as_version_2_wrote(directory: Path) -> dict[str, Any]:
+    """The latest checkpoint's settings rewritten (and re-sealed) as version 2 wrote them: the window
+    of all ranks as ``window_micro_batches`` (k x ranks, even beside a schedule, which held k x ranks
+    per epoch), no ``world_size`` in the settings; returns them."""
+    from minitorch_accum.train.checkpoint.record import record_checksum
+
+    checkpoints = directory / "checkpoints"
+    path = checkpoints / (checkpoints / "latest").read_text().strip() / "state.json"
+    record = json.loads(path.read_text())
+    settings, world = record["state"]["settings"], record["state"]["world_size"]
+    k, schedule = settings.pop("grads_accumulation"), settings["accumulation_schedule"]
+    settings.update(version=2, window_micro_batches=None if settings["effective_batch"] else (k or 1) * world)
+    del settings["world_size"]
+    if schedule is not None:
+        settings["accumulation_schedule"] = {epoch: value * world for epoch, value in schedule.items()}
+    body = {key: value for key, value in record.items() if key != "record_sha256"}
+    path.write_text(json.dumps({**body, "record_sha256": record_checksum(body)}))
+    return settings
+
+
+def test_a_version_2_record_of_two_ranks_resumes_on_one_rank(tmp_path: Path, whole: Params,
+                                                             capsys: pytest.CaptureFixture) -> None:
+    _two_ranks(tmp_path, 3, 1)
+    assert _as_version_2_wrote(tmp_path)["window_micro_batches"] == 6
+    capsys.readouterr()
+    params, learner = _one_rank(tmp_path, 3, 2, resume=True, progress="plain")
+    assert "resuming a run of 2 rank(s) on 1: k per rank 3 -> 6, so each window keeps 6" in capsys.readouterr().out
+    assert learner.config.grads_accumulation == 6
+    _assert_same(params, whole, "one rank")
+    # what it writes is today's record
+    settings = _state(tmp_path)["settings"]
+    assert (settings["version"], settings["grads_accumulation"], settings["world_size"]) == (3, 6, 1)
+
+
+def test_a_version_2_record_with_a_schedule_resumes_on_another_number_of_ranks(tmp_path: Path) -> None:
+    reference, _ = _one_rank(tmp_path / "whole", 1, 3, accumulation_schedule={0: 6, 1: 2})
+    _two_ranks(tmp_path / "run", 1, 1, accumulation_schedule={0: 3, 1: 1})
+    saved = _as_version_2_wrote(tmp_path / "run")
+    assert (saved["window_micro_batches"], saved["accumulation_schedule"]) == (2, {"0": 6, "1": 2})
+    params, learner = _one_rank(tmp_path / "run", 1, 3, resume=True, accumulation_schedule={0: 3, 1: 1})
+    assert learner.config.accumulation_schedule == {0: 6, 1: 2}
+    _assert_same(params, reference, "one rank")
+
+
 def test_a_schedule_dropped_on_another_number_of_ranks_is_refused(tmp_path: Path) -> None:
     _one_rank(tmp_path, 1, 1, accumulation_schedule={0: 6, 1: 2})
-    with pytest.raises(RankFailedError, match=r"other settings: accumulation_schedule.0 6 -> None, "
-                                              r"accumulation_schedule.1 2 -> None, window_micro_batches 1 -> 12"):
+    with pytest.raises(RankFailedError, match=r"other settings: accumulation_schedule.0 6 x 1 rank\(s\) -> None, "
+                                              r"accumulation_schedule.1 2 x 1 rank\(s\) -> None, "
+                                              r"grads_accumulation None -> 6 x 2 rank\(s\)"):
         _two_ranks(tmp_path, 6, 2, resume=True)
 
 
@@ -200,30 +249,19 @@ def test_a_zero1_checkpoint_of_two_ranks_resumes_on_one_rank(tmp_path: Path, who
     _assert_same(params, whole, "one rank")
 
 
-class _StopAt(Classifier):
-    """Asks its learner to stop during its n-th micro-batch (as Ctrl-C would)."""
-
-    learner: Any = None
-
-    def __init__(self, module: nn.Module, at: int) -> None:
-        super().__init__(module)
-        self.at, self.calls = at, 0
-
-    def train_step(self, batch: object) -> object:
-        self.calls += 1
-        if self.calls == self.at:
-            self.learner.stop_request.signal = signal.SIGINT
-        return super().train_step(batch)
-
-
 def test_a_data_parallel_stop_at_a_periodic_checkpoint_does_not_save_it_twice(tmp_path: Path,
                                                                               whole: Params) -> None:
-    models = [_StopAt(_mlp(), at=0), _StopAt(_mlp(), at=3)]  # rank 1 asks during the first window
+    learners: dict[int, Any] = {}
+
+    def rank_1_asks() -> None:  # as Ctrl-C would, in its own stop request
+        learners[1].stop_request.signal = signal.SIGINT
+
+    models = [StopAt(_mlp(), at=0), StopAt(_mlp(), at=3, stop=rank_1_asks)]  # rank 1 asks during the first window
 
     def rank(comm: ThreadCommunicator) -> TrainingInterrupted:
         learner = (_builder(tmp_path, 3, 2, comm).with_file_checkpointer(every_steps=1)
                    .build(models[comm.rank], optim.AdamW(lr=0.01)))
-        models[comm.rank].learner = learner
+        learners[comm.rank] = learner
         with pytest.raises(TrainingInterrupted) as stopped:
             learner.fit(_loader())
         return stopped.value

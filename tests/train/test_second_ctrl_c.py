@@ -18,9 +18,10 @@ from minitorch_accum import nn, optim
 from minitorch_accum.data import ArrayDataset, DataLoader
 from minitorch_accum.kernels import memory_counter
 from minitorch_accum.observe.array_tracker import array_tracker
-from minitorch_accum.train import Classifier, FileCheckpointer, LearnerBuilder, TrainingAborted, TrainingInterrupted
+from minitorch_accum.train import FileCheckpointer, LearnerBuilder, TrainingAborted, TrainingInterrupted
 from minitorch_accum.train.progress import Progress
 from tests.train import interrupt_trials
+from tests.train.stopping_models import StopAt, send
 
 
 def _data() -> DataLoader:
@@ -40,25 +41,10 @@ def _builder(directory: Path) -> LearnerBuilder:
             .with_file_checkpointer(every_steps=2))
 
 
-class CtrlC(Classifier):
-    """Presses Ctrl-C (SIGINT to this process) ``times`` times during the n-th micro-batch."""
-
-    def __init__(self, module: nn.Module, at: int, times: int) -> None:
-        super().__init__(module)
-        self.at, self.times, self.calls = at, times, 0
-
-    def train_step(self, batch):
-        self.calls += 1
-        if self.calls == self.at:
-            for _ in range(self.times):
-                os.kill(os.getpid(), signal.SIGINT)  # each handled before the next line runs
-        return super().train_step(batch)
-
-
 def test_a_second_ctrl_c_before_the_checkpoint_stops_at_once_without_one(tmp_path: Path,
                                                                          capfd: pytest.CaptureFixture) -> None:
     # micro-batch 8 of 12 per epoch: step 2 (its checkpoint) is done, the stop would save mid-window
-    learner = _builder(tmp_path).build(CtrlC(_model(), at=8, times=2), optim.SGD(0.1))
+    learner = _builder(tmp_path).build(StopAt(_model(), 8, send(times=2)), optim.SGD(0.1))
     with pytest.raises(TrainingAborted) as stopped:
         learner.fit(_data())
     assert stopped.value.exit_status == 130
@@ -77,7 +63,7 @@ def test_a_second_ctrl_c_after_the_checkpoint_is_ignored_with_a_message(tmp_path
             os.kill(os.getpid(), signal.SIGINT)
 
     monkeypatch.setattr(Progress, "message", message)
-    learner = _builder(tmp_path).build(CtrlC(_model(), at=8, times=1), optim.SGD(0.1))
+    learner = _builder(tmp_path).build(StopAt(_model(), 8), optim.SGD(0.1))
     with pytest.raises(TrainingInterrupted) as stopped:
         learner.fit(_data())
     assert stopped.value.exit_status == 130 and stopped.value.checkpoint.name == "step0000002-epoch0000-batch000008"
@@ -100,7 +86,7 @@ def test_a_second_ctrl_c_inside_a_probes_bookkeeping_waits_for_the_micro_batch(
             os.kill(os.getpid(), signal.SIGINT)  # handled here, called from PeakMemory.__exit__
         return real_close(token)
 
-    class SecondInProbe(CtrlC):
+    class SecondInProbe(StopAt):
         def train_step(self, batch):
             out = super().train_step(batch)  # the first Ctrl-C, at micro-batch 8
             if self.calls == self.at:
@@ -108,7 +94,7 @@ def test_a_second_ctrl_c_inside_a_probes_bookkeeping_waits_for_the_micro_batch(
             return out
 
     monkeypatch.setattr(tracker, "close", close_with_ctrl_c)
-    learner = _builder(tmp_path).build(SecondInProbe(_model(), at=8, times=1), optim.SGD(0.1))
+    learner = _builder(tmp_path).build(SecondInProbe(_model(), 8), optim.SGD(0.1))
     with pytest.raises(TrainingAborted):
         learner.fit(_data())
     assert not armed  # the second Ctrl-C came inside the probe's closing

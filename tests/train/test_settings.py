@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import pickle
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +18,22 @@ from minitorch_accum.optim import SGD, AdamW
 from minitorch_accum.train import LearnerBuilder
 from minitorch_accum.train.run_settings import compare_settings, record_settings, upgrade_record
 from minitorch_accum.train.setting_kinds import Choice, Flag, Integer, Kind, Number, Optional, positive_int
-from minitorch_accum.train.settings import SETTINGS, TRAINING_COMMANDS, LearnerConfig, read_options, setting
+from minitorch_accum.train.settings import (
+    SETTINGS,
+    TRAINING_COMMANDS,
+    LearnerConfig,
+    learner_config,
+    read_options,
+    setting,
+)
 
 RECORDED = [row for row in SETTINGS if row.target == "learner" and not row.resume]
-# a second valid value of each recorded row (the window of k micro-batches is recorded for all ranks)
+# a second valid value of each recorded row
 OTHER = {"grads_accumulation": 3, "effective_batch": 64, "accumulation_schedule": {0: 2, 3: 1},
          "seed": 7, "clip_grad_norm": 1.5, "mixed_precision": "bf16"}
-RECORDED_AS = {"grads_accumulation": ["window_micro_batches"],
-               "accumulation_schedule": ["accumulation_schedule.0", "accumulation_schedule.3"],
-               # k is then derived from the effective batch, so the window is not recorded in micro-batches
-               "effective_batch": ["effective_batch", "window_micro_batches"]}
+# k is recorded only where it decides the windows: beside a schedule or an effective batch it is None
+RECORDED_AS = {"accumulation_schedule": ["accumulation_schedule.0", "accumulation_schedule.3", "grads_accumulation"],
+               "effective_batch": ["effective_batch", "grads_accumulation"]}
 
 
 def _other(row: Any) -> Any:
@@ -39,10 +47,44 @@ def _other(row: Any) -> Any:
     raise AssertionError(f"give the test a second value for {row.name}")
 
 
-def test_learner_config_has_one_field_per_learner_row_with_its_default() -> None:
-    fields = {f.name: f.default for f in dataclasses.fields(LearnerConfig)}
-    learner_rows = {row.name: row.default for row in SETTINGS if row.target == "learner"}
-    assert fields == {"directory": dataclasses.MISSING, **learner_rows, "run_config": None}
+def test_learner_config_has_one_field_per_learner_row_in_its_order_with_its_default() -> None:
+    fields = [(f.name, f.default) for f in dataclasses.fields(LearnerConfig)]
+    learner_rows = [(row.name, row.default) for row in SETTINGS if row.target == "learner"]
+    assert fields == [("directory", dataclasses.MISSING), *learner_rows, ("run_config", None)]
+
+
+def test_learner_config_fields_are_typed_as_their_rows_values() -> None:
+    # each row's default (and a second value of each recorded row) is of its field's declared type
+    hints = typing.get_type_hints(LearnerConfig)
+    for row in SETTINGS:
+        if row.target == "learner":
+            values = [row.default] + ([row.check(_other(row))] if row in RECORDED else [])
+            for value in values:
+                assert _is_of(value, hints[row.name]), (row.name, value, hints[row.name])
+
+
+def _is_of(value: Any, hint: Any) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_of(value, arm) for arm in args)
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_is_of(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(_is_of(k, args[0]) and _is_of(v, args[1]) for k, v in value.items())
+    if hint is float:
+        return type(value) is float
+    if hint is int:
+        return type(value) is int
+    return value is None if hint is type(None) else isinstance(value, hint)
+
+
+def test_learner_config_takes_checked_values_as_they_are_and_records_the_task_rows() -> None:
+    values = read_options(build_parser().parse_args(["train", "--accum", "3", "--lr", "0.1"]), "train")
+    config = learner_config("runs/x", values)
+    assert (config.directory, config.grads_accumulation, config.checkpoint_every_steps) == (Path("runs/x"), 3, 10)
+    assert config.run_config == {"dataset": "digits", "lr": 0.1, "optimizer": "adamw", "dtype": "float32",
+                                 "block_size": None}
+    assert learner_config("runs/x", {"seed": 4}) == LearnerConfig(directory=Path("runs/x"), seed=4)
 
 
 @pytest.mark.parametrize("row", RECORDED, ids=lambda row: row.name)
@@ -148,14 +190,15 @@ def test_a_record_of_before_the_table_compares_what_it_recorded() -> None:
                            run_config={"dataset": "digits", "lr": 0.003, "optimizer": "adamw", "dtype": "float32",
                                        "block_size": None})
     current = record_settings(config, 16, 1, SGD(0.1))
-    assert compare_settings(tableless, current) == []
-    assert upgrade_record(tableless)["seed"] == 0
+    upgraded = upgrade_record(tableless, 1)
+    assert compare_settings(upgraded, current) == []
+    assert upgraded["seed"] == 0 and "version" not in upgraded
     config.seed, config.run_config = 1, {**config.run_config, "lr": 0.1}
-    assert [name for name, _, _ in compare_settings(tableless, record_settings(config, 16, 1, SGD(0.1)))] == [
+    assert [name for name, _, _ in compare_settings(upgraded, record_settings(config, 16, 1, SGD(0.1)))] == [
         "run.lr", "seed"]
     # a record without run. from the table's time: settings it lacks are not compared
     api_only = {key: value for key, value in tableless.items() if key != "run"}
-    assert compare_settings(api_only, current) == []
+    assert compare_settings(upgrade_record(api_only, 1), current) == []
 
 
 @pytest.mark.parametrize(("kind", "description"), [
@@ -265,7 +308,7 @@ def test_a_record_of_this_version_is_read_as_written() -> None:
                                 "fusion", "dtype", "compensated", "seed", "block_size")}
     config = LearnerConfig(directory=Path("run"), seed=3, run_config=run)
     record = record_settings(config, 16, 1, SGD(0.1))
-    assert upgrade_record(record) == record
+    assert upgrade_record(record, 1) == record
     assert compare_settings(record, record_settings(config, 16, 1, SGD(0.1))) == []
 
 
@@ -285,5 +328,5 @@ def test_a_tuple_compares_equal_to_the_list_a_checkpoint_gives_back() -> None:
 def test_the_records_layout_version_is_not_a_setting() -> None:
     config = LearnerConfig(directory=Path("run"))
     current = record_settings(config, 16, 1, SGD(0.1))
-    assert compare_settings({**current, "version": 3}, current) == []  # a layout of another version
-    assert compare_settings({**current, "version": 3, "seed": 4}, current) == [("seed", 4, None)]
+    assert compare_settings({**current, "version": 4}, current) == []  # a layout of another version
+    assert compare_settings({**current, "version": 4, "seed": 4}, current) == [("seed", 4, None)]

@@ -37,6 +37,7 @@ from minitorch_accum.train.resume import read_final_record
 from minitorch_accum.train.training_trace import TraceWriteError
 from tests.train import signal_trials
 from tests.train.checkpoint.test_leftovers import dead_pid
+from tests.train.stopping_models import StopAt, send
 from tests.train.test_learner import dataset, model
 
 EPOCHS, K = 2, 2  # 10 micro-batches of 10 per epoch: 5 windows an epoch, 10 optimizer steps
@@ -171,18 +172,9 @@ def test_a_second_ctrl_c_inside_a_checkpoint_write_leaves_no_temporary_directory
         if len(writes) == 3:  # the stop's checkpoint, two files in (the first Ctrl-C came before it)
             os.kill(os.getpid(), signal.SIGINT)
 
-    class CtrlCAtStep3(Classifier):
-        calls = 0
-
-        def train_step(self, batch):
-            self.calls += 1
-            if self.calls == 6:  # the last micro-batch of step 3: the stop saves there
-                os.kill(os.getpid(), signal.SIGINT)
-            return super().train_step(batch)
-
     monkeypatch.setattr(writing, "write_new_file", ctrl_c_at_the_third_file)
     with pytest.raises(KeyboardInterrupt) as stopped:
-        _fit(tmp_path, CtrlCAtStep3(model()))
+        _fit(tmp_path, StopAt(model(), 6))  # Ctrl-C in the last micro-batch of step 3: the stop saves there
     assert isinstance(stopped.value, TrainingAborted), repr(stopped.value)
     checkpoints = tmp_path / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir()) == []  # not even the temporary directory
@@ -222,18 +214,13 @@ def test_a_second_ctrl_c_after_a_checkpoint_is_written_leaves_nothing_temporary(
 
         monkeypatch.setattr(file_checkpointer, "replace_file_atomically", press_then_replace)
 
-    class CtrlCAtStep3(Classifier):
-        calls = 0
+    def ctrl_c_and_arm() -> None:
+        send()()
+        armed.append(True)
 
-        def train_step(self, batch):
-            self.calls += 1
-            if self.calls == 6:  # the last micro-batch of step 3: its checkpoint supersedes step 2's
-                os.kill(os.getpid(), signal.SIGINT)
-                armed.append(True)
-            return super().train_step(batch)
-
+    # Ctrl-C in the last micro-batch of step 3: its checkpoint supersedes step 2's
     learner = _builder(tmp_path, every=1).with_file_checkpointer(every_steps=1, keep=1).build(
-        CtrlCAtStep3(model()), optim.AdamW(lr=0.01))
+        StopAt(model(), 6, ctrl_c_and_arm), optim.AdamW(lr=0.01))
     with pytest.raises(KeyboardInterrupt) as stopped:
         learner.fit(*_loaders())
     assert isinstance(stopped.value, TrainingAborted) and pressed, repr(stopped.value)

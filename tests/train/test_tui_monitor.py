@@ -14,7 +14,7 @@ pytest.importorskip("textual")
 pytest.importorskip("textual_plotext")
 
 from minitorch_accum.cli import main
-from minitorch_accum.cli.train_command import build_run
+from minitorch_accum.cli.training_run import build_run
 from minitorch_accum.train import TrainingInterrupted
 from minitorch_accum.train.settings import SETTINGS
 from minitorch_accum.train.tui.monitor_app import TrainingMonitor

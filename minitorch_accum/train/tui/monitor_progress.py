@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from textual.message import Message
@@ -21,29 +22,34 @@ from minitorch_accum.train.progress import Progress
 __all__ = ["CheckpointSaved", "MicroBatchDone", "MonitorProgress", "Note", "RunStarted", "StepDone", "ValidDone"]
 
 
+# Textual's messages may be dataclasses (Message.__post_init__ sets up what its __init__ would);
+# eq=False keeps them compared and hashed by identity, as a Message is
+@dataclass(eq=False)
 class RunStarted(Message):
-    def __init__(self, total_steps: int, description: str) -> None:
-        super().__init__()
-        self.total_steps = total_steps
-        self.description = description
+    """The run begins: the optimizer steps it will take in all, and what it trains (a line)."""
+
+    total_steps: int
+    description: str
 
 
+@dataclass(eq=False)
 class MicroBatchDone(Message):
     """Micro-batch ``micro`` of ``k`` of the window that optimizer step ``step`` + 1 closes;
     ``items`` of the window so far; ``array_bytes``: the activation arrays of the largest
     micro-batch of this window so far (None where arrays are not told apart)."""
 
-    def __init__(self, step: int, micro: int, k: int, items: int, array_bytes: int | None) -> None:
-        super().__init__()
-        self.step, self.micro, self.k, self.items, self.array_bytes = step, micro, k, items, array_bytes
+    step: int
+    micro: int
+    k: int
+    items: int
+    array_bytes: int | None
 
 
+@dataclass(eq=False)
 class _Record(Message):
     """A metrics line the Learner wrote, handed to the app."""
 
-    def __init__(self, record: dict[str, Any]) -> None:
-        super().__init__()
-        self.record = record
+    record: dict[str, Any]
 
 
 class StepDone(_Record):
@@ -54,17 +60,19 @@ class ValidDone(_Record):
     """A validation: loss, accuracy, epoch and step."""
 
 
+@dataclass(eq=False)
 class CheckpointSaved(Message):
-    def __init__(self, step: int, path: str) -> None:
-        super().__init__()
-        self.step = step
-        self.path = path
+    """A checkpoint written at ``path`` after optimizer step ``step``."""
+
+    step: int
+    path: str
 
 
+@dataclass(eq=False)
 class Note(Message):
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    """A line the Learner says (resumed from, a numerics difference, a validation's result)."""
+
+    text: str
 
 
 class MonitorProgress(Progress):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.distributed.multihost.netns_cluster import NetnsCluster, missing_requirement, remove_stale
+from benchmarks.harness.netns_cluster import NetnsCluster, missing_requirement, remove_stale
 from tests.distributed.report import REPORT
 
 

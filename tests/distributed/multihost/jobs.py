@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.harness.netns_cluster import NetnsCluster
 from tests.distributed.launcher import REPOSITORY, mpiexec
-from tests.distributed.multihost.netns_cluster import NetnsCluster
 
 __all__ = ["TRAIN", "Job", "bit_identical", "inter_node_transports", "readme_line", "train_one_process"]
 

@@ -13,8 +13,8 @@ import pytest
 from benchmarks.all_reduce.main import ALL_REDUCE_HOSTS
 from benchmarks.all_reduce.settings import hosts_quick_settings
 from benchmarks.harness import run_benchmark
+from benchmarks.harness.netns_cluster import missing_requirement
 from tests.distributed.launcher import mpiexec
-from tests.distributed.multihost.netns_cluster import missing_requirement
 
 pytestmark = pytest.mark.mpi
 

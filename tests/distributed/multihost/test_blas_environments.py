@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.harness.netns_cluster import CARRIED_PREFIXES, NetnsCluster, missing_requirement
 from tests.distributed.launcher import REPOSITORY, mpiexec
-from tests.distributed.multihost.netns_cluster import CARRIED_PREFIXES, NetnsCluster, missing_requirement
 
 pytestmark = pytest.mark.mpi
 

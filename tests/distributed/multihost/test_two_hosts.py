@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.harness.netns_cluster import NetnsCluster, missing_requirement
 from minitorch_accum.train.checkpoint import FileCheckpointer
 from tests.distributed.multihost.jobs import (
     TRAIN,
@@ -27,7 +28,6 @@ from tests.distributed.multihost.jobs import (
     readme_line,
     train_one_process,
 )
-from tests.distributed.multihost.netns_cluster import NetnsCluster, missing_requirement
 
 pytestmark = pytest.mark.mpi
 

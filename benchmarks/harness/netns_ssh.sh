@@ -1,6 +1,6 @@
 #!/bin/sh
 # netns-ssh: what MPICH's Hydra calls instead of ssh (HYDRA_LAUNCHER_EXEC, or -launcher-exec) when the
-# "hosts" are Linux network namespaces on this machine (tests/distributed/multihost/netns_cluster.py
+# "hosts" are Linux network namespaces on this machine (benchmarks/harness/netns_cluster.py
 # copies this file into a cluster's directory, beside the cluster.env it reads).
 #
 #     netns-ssh [-x] HOST COMMAND...       as Hydra calls ssh: the words are one command line for a shell
