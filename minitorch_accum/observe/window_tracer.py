@@ -3,8 +3,10 @@
 Per window (lanes of ``observe.trace_events.LANES``): ``micro-batch i`` (with ``acc.micro_batch()``), its
 ``forward`` (from the micro-batch's start to its backward) and ``backward``; every kernel that
 wrote or read the arena, with its path; the ``close`` (the reduction over the ranks with each
-bucket's collective, the normalization); the window itself as ``ProfilerStep#N`` when
-``zero()`` starts the next one. The Learner adds its own spans (forward, the optimizer step).
+bucket's collective, the normalization); the fused optimizer step's launch over the window's
+sums with the scale it folds in (``acc.gradient_window()`` hands the optimizer this tracer); the
+window itself as ``ProfilerStep#N`` when ``zero()`` starts the next one. The Learner adds its
+own spans (forward, the optimizer step).
 """
 
 from __future__ import annotations
@@ -59,20 +61,23 @@ class WindowTracer:
 
     # ------------------------------------------------------------------ the recorder
     def __call__(self, param: str, kernel: str, elements: int, nbytes: int, seconds: float, *,
-                 materialized: bool, window_pass: bool, started: float | None = None) -> None:
+                 materialized: bool, window_pass: bool, started: float | None = None,
+                 scale: float | None = None) -> None:
         window = self.accumulator.window
         started = time.perf_counter() - seconds if started is None else started
         self._window_begins(started)
         self.trace.record(KernelEvent(window.index, -1 if window_pass else window.micro_batches, param, kernel,
                                       int(elements), int(nbytes), seconds, materialized, self.trace.clock(started),
-                                      kernel_path_of(kernel, self.device_kind, self.communicator)))
+                                      kernel_path_of(kernel, self.device_kind, self.communicator), scale))
 
     @contextlib.contextmanager
-    def timed(self, work: Sequence[tuple[str, str, Any]], *, window_pass: bool) -> Iterator[None]:
+    def timed(self, work: Sequence[tuple[str, str, Any]], *, window_pass: bool,
+              scale: float | None = None) -> Iterator[None]:
         """The block runs ``work`` (each a parameter's name, the kernel, its array) as one pass:
         it is timed, and each piece recorded with its share of the time by elements, the shares
-        laid end to end. A window pass reads or writes the window's sums; otherwise each piece is
-        a micro-batch's contribution, an array of its own (Burn's container adds)."""
+        laid end to end. A window pass reads or writes the window's sums (``scale``: the factor a
+        fused optimizer step folds into them); otherwise each piece is a micro-batch's
+        contribution, an array of its own (Burn's container adds)."""
         started = time.perf_counter()
         yield
         seconds = time.perf_counter() - started
@@ -81,7 +86,7 @@ class WindowTracer:
             share = seconds * array.size / total
             size = array.dtype.itemsize
             self(param, kernel, array.size, bytes_moved(kernel, array.size, size, size), share,
-                 materialized=not window_pass, window_pass=window_pass, started=started)
+                 materialized=not window_pass, window_pass=window_pass, started=started, scale=scale)
             started += share
 
     def _window_begins(self, at: float) -> None:
@@ -95,10 +100,11 @@ class WindowTracer:
     @contextlib.contextmanager
     def micro_batch(self) -> Iterator[None]:
         index = self.accumulator.window.micro_batches
-        self._micro_started = time.perf_counter()
-        self._window_begins(self._micro_started)
+        self._micro_started = started = time.perf_counter()
+        self._window_begins(started)
         try:
-            with self._span(f"micro-batch {index}", "micro-batches", micro_batch=index):
+            # from the same instant as its forward, which would otherwise start before the span holding it
+            with self._span(f"micro-batch {index}", "micro-batches", started=started, micro_batch=index):
                 self.trace.set_phase("forward")
                 yield
         finally:

@@ -69,6 +69,28 @@ def test_explain_shows_kernels_and_the_check(capsys: pytest.CaptureFixture) -> N
     assert BIT_IDENTITY_NEEDS[1:] in flat
 
 
+def test_explain_shows_the_step_that_folds_the_scale_and_no_pass_that_divides(capsys: pytest.CaptureFixture) -> None:
+    assert main(["explain", "--accum", "3", "--micro-batch", "4"]) == 0
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())  # wrapped at 110 columns
+    # the window's 12 items: 1/12, multiplied inside the step's kernel, never by a pass of its own
+    assert "-> scale 0.0833333, folded into the optimizer's step (below): no pass over the arena divides it" in flat
+    assert ("optimizer step (AdamW): the fused kernel multi_adamw_step (native) read the arena's raw sums of 4 "
+            "parameters and multiplied them by the scale 0.0833333 as it updated each parameter: "
+            f"{64 * 128 + 128 + 128 * 10 + 10:,} elements") in flat
+    assert "numpy (scale)" not in out and "made apart for this check" in flat
+    assert not [line for line in out.splitlines() if line.startswith("    ") and line.split()[1:2] == ["scale"]]
+
+
+def test_explain_records_the_step_of_the_optimizer_it_is_given() -> None:
+    from minitorch_accum.cli.explain_command import explain_window
+
+    report = explain_window("digits", 3, 4, "mean", "gemm", "float64", optimizer="sgd", lr=0.1)
+    launches = [e for e in report["trace"].events if e.micro_batch < 0]
+    assert {e.kernel for e in launches} == {"multi_sgd_momentum_step"}  # nothing else passed over the window
+    assert {e.scale for e in launches} == {1 / 3} and report["optimizer"] == "SGD"  # mean: 1/k
+
+
 def test_explain_shows_the_mean_bug_on_sequences(capsys: pytest.CaptureFixture) -> None:
     assert main(["explain", "--dataset", "sequences", "--accum", "3", "--micro-batch", "2", "--reduction", "mean",
                  "--dtype", "float64"]) == 0

@@ -76,6 +76,23 @@ def test_every_kernel_runs_inside_the_backward_of_its_micro_batch_and_says_what_
                                                                    else "add_scale")
 
 
+def test_the_fused_step_is_recorded_inside_its_window_with_the_scale_it_folded_in() -> None:
+    acc, trace = traced_window()
+    steps = [e for e in trace.events if e.kernel == "multi_sgd_momentum_step"]
+    sizes = {name: p.size for name, p in acc.model.named_parameters()}
+    assert [e.param for e in steps] == list(sizes) and [e.elements for e in steps] == list(sizes.values())
+    assert {e.scale for e in steps} == {1 / (K * 8)}  # the window's 1/N items, which no pass applied
+    assert not [e for e in trace.events if e.kernel == "scale"]
+    assert all(e.micro_batch == -1 and e.bytes == kernels.bytes_moved(e.kernel, e.elements, 4, 4) for e in steps)
+    events = chrome_trace([trace])["traceEvents"]
+    (window,) = complete(events, "ProfilerStep#0")
+    launches = complete(events, cat="optimizer")
+    assert [e["name"] for e in launches] == ["multi_sgd_momentum_step"] * len(sizes)
+    for launch in launches:
+        assert launch["tid"] == window["tid"] and inside(launch, window, slack_us=0.002), launch
+        assert launch["args"]["grad_scale"] == 1 / (K * 8) and launch["args"]["path"] == "native"
+
+
 @pytest.mark.parametrize("path", ["reference", "emulated"])
 def test_the_path_of_each_kernel_is_the_one_that_ran(path: str) -> None:
     with kernels.use_path(path):
@@ -89,7 +106,8 @@ def test_the_kernel_view_and_the_chrome_view_are_the_same_records(tmp_path: Path
     _, trace = traced_window()
     trace.save_json(tmp_path / "events.json")
     saved = json.loads((tmp_path / "events.json").read_text())
-    writes = complete(chrome_trace([trace])["traceEvents"], cat="kernel")
+    events = chrome_trace([trace])["traceEvents"]
+    writes = complete(events, cat="kernel") + complete(events, cat="optimizer")  # the step's launch comes last
     assert len(saved["events"]) == len(writes) == len(trace)
     for record, event in zip(saved["events"], writes, strict=True):
         assert (record["kernel"], record["param"], record["path"]) == (event["name"], event["args"]["param"],
