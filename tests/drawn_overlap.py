@@ -1,4 +1,5 @@
-"""What a drawn figure covers: the boxes of its legends, texts and insets against the data it shows.
+"""What a drawn figure covers: the boxes of its legends, texts and insets against the data it shows,
+and against each other (titles, axis and tick labels too).
 
 Shared by the tests of the command-line figures (explain, compare, precision). The figure is drawn
 once with the Agg renderer; every box is in display coordinates, as on the PNG. Data is what the
@@ -56,18 +57,36 @@ def data_of(ax: Axes) -> list[tuple[str, Path | Bbox]]:
 
 
 def labels_of(fig: Figure, renderer: Any) -> list[tuple[str, Bbox]]:
-    """(what, box) of every legend, text and inset of ``fig`` (titles and tick labels apart)."""
+    """(what, box) of every legend, text, inset, title, axis label and tick label of ``fig``."""
     boxes = [(f"figure legend {i}", legend.get_window_extent(renderer)) for i, legend in enumerate(fig.legends)]
+    texts = [("the figure's title", fig._suptitle)] if fig._suptitle is not None else []
     for ax in fig.axes:
         legend = ax.get_legend()
         if legend is not None:
             boxes.append((f"legend of {_name(ax)}", legend.get_window_extent(renderer)))
-        for text in ax.texts:
-            if text.get_visible() and text.get_text():
-                boxes.append((f"text {text.get_text()!r}", text.get_window_extent(renderer)))
+        texts += [(f"text {text.get_text()!r}", text) for text in ax.texts]
+        texts += [(f"title of {_name(ax)}", ax.title), (f"x label of {_name(ax)}", ax.xaxis.label),
+                  (f"y label of {_name(ax)}", ax.yaxis.label)]
+        texts += [(f"tick label {text.get_text()!r} of {_name(ax)}", text) for text in _drawn_tick_labels(ax)]
         for inset in ax.child_axes:
             boxes.append((f"inset {_name(inset)}", inset.get_window_extent(renderer)))
+    for what, text in texts:
+        if text.get_visible() and text.get_text():
+            boxes.append((what, text.get_window_extent(renderer)))
     return boxes
+
+
+def _drawn_tick_labels(ax: Axes) -> list[Any]:
+    """The tick labels inside the view (matplotlib keeps labels of ticks beyond it, not drawn)."""
+    labels = []
+    for axis in (ax.xaxis, ax.yaxis):
+        low, high = sorted(axis.get_view_interval())
+        slack = (high - low) * 1e-9
+        for tick in axis.get_major_ticks():
+            at = tick.get_loc()
+            if at is not None and low - slack <= at <= high + slack:
+                labels += [tick.label1, tick.label2]
+    return labels
 
 
 def _name(ax: Axes) -> str:
