@@ -107,9 +107,10 @@ def _step_line(optimizer: str, launches: list[Any]) -> str:
     kernels = ", ".join(dict.fromkeys(f"{e.kernel} ({e.path})" for e in launches))
     scales = ", ".join(dict.fromkeys(f"{e.scale:.6g}" for e in launches if e.scale is not None))
     elements, moved = sum(e.elements for e in launches), sum(e.bytes for e in launches)
+    count = f"{len(launches)} launch{'es' if len(launches) > 1 else ''}"
     return textwrap.fill(
-        f"optimizer step ({optimizer}): the fused kernel {kernels} read the arena's raw sums of {len(launches)} "
-        f"parameters and multiplied them by the scale {scales} as it updated each parameter: {elements:,} elements, "
+        f"optimizer step ({optimizer}): the fused kernel {kernels} read the window's raw sums in the arena ({count} "
+        f"over {elements:,} elements) and multiplied them by the scale {scales} as it updated the parameters: "
         f"{moved:,} bytes, {sum(e.seconds for e in launches) * 1e6:.1f} us; the normalization cost no pass of its own",
         110, subsequent_indent="    ")
 

@@ -71,13 +71,11 @@ class WindowTracer:
                                       kernel_path_of(kernel, self.device_kind, self.communicator), scale))
 
     @contextlib.contextmanager
-    def timed(self, work: Sequence[tuple[str, str, Any]], *, window_pass: bool,
-              scale: float | None = None) -> Iterator[None]:
+    def timed(self, work: Sequence[tuple[str, str, Any]], *, window_pass: bool) -> Iterator[None]:
         """The block runs ``work`` (each a parameter's name, the kernel, its array) as one pass:
         it is timed, and each piece recorded with its share of the time by elements, the shares
-        laid end to end. A window pass reads or writes the window's sums (``scale``: the factor a
-        fused optimizer step folds into them); otherwise each piece is a micro-batch's
-        contribution, an array of its own (Burn's container adds)."""
+        laid end to end. A window pass reads or writes the window's sums; otherwise each piece is
+        a micro-batch's contribution, an array of its own (Burn's container adds)."""
         started = time.perf_counter()
         yield
         seconds = time.perf_counter() - started
@@ -86,8 +84,20 @@ class WindowTracer:
             share = seconds * array.size / total
             size = array.dtype.itemsize
             self(param, kernel, array.size, bytes_moved(kernel, array.size, size, size), share,
-                 materialized=not window_pass, window_pass=window_pass, started=started, scale=scale)
+                 materialized=not window_pass, window_pass=window_pass, started=started)
             started += share
+
+    @contextlib.contextmanager
+    def launch(self, kernel: str, work: Sequence[tuple[str, Any]], *, scale: float) -> Iterator[None]:
+        """The block is one launch of a fused optimizer step over ``work`` (each a parameter's name
+        and the gradient array it reads), which multiplies the gradients by ``scale``: one event,
+        as the kernel ran, naming the parameters; its bytes are those of every array it covers."""
+        started = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - started
+        moved = sum(bytes_moved(kernel, array.size, array.dtype.itemsize, array.dtype.itemsize) for _, array in work)
+        self(", ".join(name for name, _ in work), kernel, sum(array.size for _, array in work), moved, seconds,
+             materialized=False, window_pass=True, started=started, scale=scale)
 
     def _window_begins(self, at: float) -> None:
         if self._window_started is None:

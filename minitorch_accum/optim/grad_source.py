@@ -22,11 +22,11 @@ __all__ = ["GradientWindow", "StepRecorder", "WindowSource", "gradient_window"]
 
 class StepRecorder(Protocol):
     """Who hears of a fused step's launches (an Accumulator's tracer, observe/): the optimizer names
-    each launch's kernel, the (parameter name, kernel, gradient array) it covers and the scale it
-    folds in; the recorder times the block."""
+    each launch's kernel, the (parameter name, gradient array) pairs it reads and the scale it
+    folds in; the recorder times the block, one launch."""
 
-    def timed(self, work: Sequence[tuple[str, str, Any]], *, window_pass: bool,
-              scale: float | None = None) -> AbstractContextManager[None]: ...
+    def launch(self, kernel: str, work: Sequence[tuple[str, Any]], *,
+               scale: float) -> AbstractContextManager[None]: ...
 
 
 @dataclass

@@ -231,8 +231,7 @@ class Optimizer(ABC):
         window: explain, ``maccum train --trace-out``), else nothing at all."""
         if self._recorder is None:
             return contextlib.nullcontext()
-        return self._recorder.timed([(name, kernel, grad) for name, grad in zip(group.names, group.grads, strict=True)],
-                                    window_pass=True, scale=grad_scale)
+        return self._recorder.launch(kernel, list(zip(group.names, group.grads, strict=True)), scale=grad_scale)
 
     @abstractmethod
     def _update(self, entries: list[UpdateEntry], settings: dict[str, Any], grad_scale: float) -> None:

@@ -75,9 +75,9 @@ def test_explain_shows_the_step_that_folds_the_scale_and_no_pass_that_divides(ca
     flat = " ".join(out.split())  # wrapped at 110 columns
     # the window's 12 items: 1/12, multiplied inside the step's kernel, never by a pass of its own
     assert "-> scale 0.0833333, folded into the optimizer's step (below): no pass over the arena divides it" in flat
-    assert ("optimizer step (AdamW): the fused kernel multi_adamw_step (native) read the arena's raw sums of 4 "
-            "parameters and multiplied them by the scale 0.0833333 as it updated each parameter: "
-            f"{64 * 128 + 128 + 128 * 10 + 10:,} elements") in flat
+    assert ("optimizer step (AdamW): the fused kernel multi_adamw_step (native) read the window's raw sums in the "
+            f"arena (1 launch over {64 * 128 + 128 + 128 * 10 + 10:,} elements) and multiplied them by the scale "
+            "0.0833333 as it updated the parameters") in flat
     assert "numpy (scale)" not in out and "made apart for this check" in flat
     assert not [line for line in out.splitlines() if line.startswith("    ") and line.split()[1:2] == ["scale"]]
 
@@ -87,8 +87,9 @@ def test_explain_records_the_step_of_the_optimizer_it_is_given() -> None:
 
     report = explain_window("digits", 3, 4, "mean", "gemm", "float64", optimizer="sgd", lr=0.1)
     launches = [e for e in report["trace"].events if e.micro_batch < 0]
-    assert {e.kernel for e in launches} == {"multi_sgd_momentum_step"}  # nothing else passed over the window
-    assert {e.scale for e in launches} == {1 / 3} and report["optimizer"] == "SGD"  # mean: 1/k
+    assert [e.kernel for e in launches] == ["multi_sgd_momentum_step"]  # one launch; nothing else passed over
+    assert launches[0].scale == 1 / 3 and report["optimizer"] == "SGD"  # mean: 1/k
+    assert launches[0].param == "0.weight, 0.bias, 2.weight, 2.bias"
 
 
 def test_explain_shows_the_mean_bug_on_sequences(capsys: pytest.CaptureFixture) -> None:

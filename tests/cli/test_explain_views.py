@@ -58,8 +58,8 @@ def test_explain_writes_the_trace_the_snapshot_and_the_figure(tmp_path: Path, ca
     # the fused step, inside each recording's "optimizer step" span, with the scale it folded in
     for step in complete(events, "optimizer step"):
         launches = [e for e in complete(events, cat="optimizer") if e["tid"] == step["tid"] and inside(e, step)]
-        assert {e["name"] for e in launches} == {"multi_adamw_step"} and len(launches) == 4  # the MLP's tensors
-        assert {e["args"]["grad_scale"] for e in launches} == {1 / (K * B)}  # items: 1/N, the same N in both
+        assert [e["name"] for e in launches] == ["multi_adamw_step"]  # one launch over the MLP's four tensors
+        assert launches[0]["args"]["grad_scale"] == 1 / (K * B)  # items: 1/N, the same N in both
 
 
 def test_the_header_names_the_path_mta_kernels_chose(capsys: pytest.CaptureFixture) -> None:
@@ -82,7 +82,7 @@ def test_the_figure_shows_k_micro_batches_beside_one() -> None:
         bars = {c.get_label(): len(c.get_paths()) for c in ax.collections}
         assert bars["forward"] == bars["backward"] == k
         assert bars["optimizer step"] == bars["close"] == 1
-        assert bars["fused step kernel (folds the scale in)"] == 4  # one launch over the MLP's four tensors
+        assert bars["fused step kernel (folds the scale in)"] == 1  # one launch over the MLP's four tensors
         assert bars["GEMM-fused write"] == 2 * k  # two weights per micro-batch
     memory = [ax for ax in figure.axes if not ax.get_title()]
     curves = [line for line in memory[0].get_lines() if line.get_label().startswith("array bytes alive")]
