@@ -56,6 +56,45 @@ def test_compare_writes_a_real_png_and_a_table(tmp_path: Path, capsys: pytest.Ca
     assert rows[0].split("|")[5] == rows[1].split("|")[5]  # same final loss, to the printed digits
 
 
+def test_compare_names_the_big_batch_by_the_rows_it_really_holds(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    # k x b = 10000 x 64 rows, but digits trains on 1438: the window and the big batch are the whole epoch
+    assert main(["compare", "--dataset", "digits", "--micro-batch", "64", "--accum", "10000", "--epochs", "1",
+                 "--progress", "none", "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "(k x b = 10000 x 64 = 640,000 rows is more than the 1,438 of the training set: the big batch is all " \
+           "of them, as the window is)" in out
+    assert "--- one big batch: micro-batch 1438, k=1" in out and "640000" not in out and "larger than" not in \
+        captured.err
+    assert "| 23 x 64 (accumulated) | 64 | 23 |" in out and "| 1438 (one big batch) | 1438 | 1 |" in out
+    assert "of the activation arrays of 1438 (" in out and "1/23 = 0.043" in out  # k: the epoch's 23
+    record = json.loads((tmp_path / "compare.json").read_text())
+    assert [r["micro_batch"] for r in record["runs"]] == [64, 1438, 64]
+
+
+def test_ctrl_c_in_compare_says_compare_has_no_resume_after_the_bar(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from minitorch_accum.cli import compare_command
+
+    built = compare_command.build_run
+
+    def interrupted(values: dict) -> tuple:
+        learner, train, valid = built(values)
+        learner.stop_request.signal = signal.SIGINT  # a Ctrl-C caught before fit: it stops at its first safe point
+        return learner, train, valid
+
+    monkeypatch.setattr(compare_command, "build_run", interrupted)
+    assert main(["compare", "--dataset", "digits", "--micro-batch", "64", "--accum", "2", "--epochs", "1",
+                 "--progress", "rich", "--out", str(tmp_path)]) == 130
+    captured = capsys.readouterr()
+    bar, said = captured.out.rfind("training (items"), captured.out.find("interrupted: saved")
+    assert 0 <= bar < said  # the bar ends before the line that says why, nothing of it after
+    last = " ".join(captured.out[said:].split())  # rich wraps it at its console's width
+    assert last.endswith("maccum compare has no resume: it starts its three runs afresh, so run it again")
+    assert "maccum train --resume" not in captured.out + captured.err and "resume=True" not in captured.out
+
+
 def test_explain_shows_kernels_and_the_check(capsys: pytest.CaptureFixture) -> None:
     assert main(["explain", "--accum", "3", "--micro-batch", "4"]) == 0
     out = capsys.readouterr().out
