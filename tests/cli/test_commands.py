@@ -162,6 +162,34 @@ def test_a_bad_option_is_named_before_anything_is_written(tmp_path: Path, capsys
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(("args", "usage", "said"), [
+    (["compare", "--acum", "8"], "usage: maccum compare ",
+     "maccum compare: error: unrecognized arguments: --acum 8 (did you mean --accum?)"),
+    (["explain", "--acum=8", "--micro-bach", "4"], "usage: maccum explain ",
+     "unrecognized arguments: --acum=8 --micro-bach 4 (did you mean --accum for --acum, --micro-batch for "
+     "--micro-bach?)"),
+    (["precision", "--modle", "chars"], "usage: maccum precision ", "(did you mean --model?)"),
+    (["compre"], "usage: maccum ", "argument command: invalid choice: 'compre', did you mean 'compare'?"),
+    (["train", "--dataset", "digts"], "usage: maccum train ", "invalid choice: 'digts', did you mean 'digits'?"),
+    (["bugs", "shw"], "usage: maccum bugs ", "invalid choice: 'shw', did you mean 'show'?"),
+    (["compare", "--zzzz"], "usage: maccum compare ", "maccum compare: error: unrecognized arguments: --zzzz\n"),
+])
+def test_a_mistyped_option_or_command_is_answered_by_its_command_with_the_closest(
+        capsys: pytest.CaptureFixture, args: list[str], usage: str, said: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and said in err
+
+
+def test_a_bad_k_names_the_option_once(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        main(["precision", "--k", "0,2"])
+    err = capsys.readouterr().err
+    assert err.endswith("maccum precision: error: argument --k: each k must be a positive int, got '0' in '0,2'\n")
+
+
 def _run_piped_into_a_closed_reader(args: list[str]) -> subprocess.CompletedProcess:
     """``maccum ARGS | true``: the reader is gone before the command prints."""
     root = Path(__file__).resolve().parents[2]
