@@ -2,9 +2,9 @@
 
 For each micro-batch: its items, its loss and the peak memory its forward and
 backward needed; for each parameter: the kernel that wrote its gradient and the
-bytes it moved; then the normalization, the window gradient compared with the
-gradient of one batch holding the same items, and the optimizer's fused step, which
-folds the normalization into its update (no pass divides the arena). Under ``mpiexec -n R`` each rank takes
+bytes it moved; then the normalization, the optimizer's fused step, which folds it into
+its update (no pass divides the arena), and the window gradient compared with the
+gradient of one batch holding the same items. Under ``mpiexec -n R`` each rank takes
 its share of a window of R*k micro-batches, and the window's reduction over the ranks
 (its buckets, bytes and time) is shown too. Last, what this process computes with (its numerics
 fingerprint), whether the ranks compute alike, and what bit-for-bit equality needs.
