@@ -235,7 +235,9 @@ class Accumulator:
                             "with minitorch_accum.distributed.ZeroRedundancyOptimizer")
         scale = self.window_scale()
         skip = self.found_nonfinite()
-        return GradientWindow({id(p): g for p, g in self.store.views()}, grad_scale=scale, skip=skip)
+        # a traced window's tracer also hears the step's fused launch, and the scale it folds in
+        return GradientWindow({id(p): g for p, g in self.store.views()}, grad_scale=scale, skip=skip,
+                              recorder=self._tracer)
 
     def grads(self) -> Gradients:
         """The window's normalized gradients, as views into the store (scaled in place).

@@ -79,13 +79,21 @@ def compare_runs(values: Mapping[str, Any], out: Path) -> list[dict[str, Any]]:
     b, k = values["micro_batch"], values["grads_accumulation"]
     runs = [("accumulated", b, k), ("one big batch", k * b, 1), ("no accumulation", b, 1)]
     results = []
+    rows: int | None = None  # the training set's, known once the first run is built
     for kind, micro, accum in runs:
+        if kind == "one big batch" and rows is not None and micro > rows:
+            # the window then holds the whole epoch, and so does the batch it is compared with
+            print(f"(k x b = {k} x {b} = {micro:,} rows is more than the {rows:,} of the training set: the big batch "
+                  "is all of them, as the window is)")
+            micro = rows
         slug = f"b{micro}_k{accum}"
         print(f"--- {kind}: micro-batch {micro}, k={accum}")
         # the data and the model are built before the clock starts: the first run would otherwise pay
         # alone for loading the data set and importing what training needs
         learner, train, valid = build_run({**values, "out": out / slug, "micro_batch": micro,
                                            "grads_accumulation": accum})
+        rows = len(train.dataset)
+        learner.resume_hint = "maccum compare has no resume: it starts its three runs afresh, so run it again"
         start, cpu_start = time.perf_counter(), time.process_time()
         _, history = learner.fit(train, valid, resume=values["resume"], overwrite=True)  # compare re-runs
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start

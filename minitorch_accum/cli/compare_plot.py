@@ -2,9 +2,10 @@
 
 The loss panel's headline is computed from the runs: whether ``k x b`` and ``k*b`` took the
 same steps over the same items with losses that agree to rounding, and the measured share of
-the big batch's activation memory. An inset draws the difference of their losses, invisible
-in the main panel where the two curves lie on top of each other; the legend says why ``b``
-without accumulation differs (k times the optimizer steps over the same items).
+the big batch's activation memory. A panel under it, on the same axis of items, draws the
+difference of their losses, invisible in the loss panel where the two curves lie on top of each
+other; the legend says why ``b`` without accumulation differs (k times the optimizer steps over
+the same items). Nothing covers a curve or a bar: each panel's legend is below it.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def loss_headline(results: list[dict[str, Any]], tolerance: float) -> str:
     return f"{acc['name']} and {big['name']}: the same training (losses within {largest:.1e}){memory}"
 
 
-def _loss_panel(axes: Any, results: list[dict[str, Any]], title: str, tolerance: float) -> None:
+def _loss_panel(axes: Any, gap_axes: Any, results: list[dict[str, Any]], title: str, tolerance: float) -> None:
     styles = [("-", None, 2.2), ("--", "o", 1.4), (":", None, 1.4)]
     acc = results[0]
     for i, (r, (line, marker, width)) in enumerate(zip(results, styles, strict=False)):
@@ -54,22 +55,26 @@ def _loss_panel(axes: Any, results: list[dict[str, Any]], title: str, tolerance:
             label += (f", {r['steps'] / acc['steps']:.1f}x as many optimizer steps over the same items (one per "
                       "micro-batch): a different training, further along")
         axes.plot(xs, ys, linestyle=line, marker=marker, markersize=3, linewidth=width, label=label)
-    axes.set_xlabel("items seen")
-    axes.set_ylabel("train loss per item (each optimizer step)")
+    axes.set_ylabel("train loss per item\n(each optimizer step)")
     axes.set_title(f"{loss_headline(results, tolerance)}\n{title}", fontsize=9)
-    axes.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1, frameon=False)
+    axes.tick_params(labelbottom=False)
+    gap_axes.set_xlabel("items seen")
+    gap_axes.legend(*axes.get_legend_handles_labels(), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.38),
+                    ncol=1, frameon=False)
     gaps = loss_gaps(results)
     if gaps is None:
+        gap_axes.set_title(f"{acc['name']} and {results[1]['name']} step over different items: no step-by-step gap",
+                           fontsize=7)
+        gap_axes.set_yticks([])
         return
-    inset = axes.inset_axes((0.52, 0.52, 0.45, 0.36))
     xs, ys = zip(*gaps, strict=True)
-    inset.plot(xs, ys, color="tab:purple", linewidth=1.2, marker=".", markersize=3)
-    inset.axhline(0.0, color="0.5", linewidth=0.8)
+    gap_axes.plot(xs, ys, color="tab:purple", linewidth=1.2, marker=".", markersize=3)
+    gap_axes.axhline(0.0, color="0.5", linewidth=0.8)
     largest = max(abs(g) for g in ys)
-    inset.set_title(f"loss of {acc['name']} minus {results[1]['name']} (largest {largest:.1e})", fontsize=7)
-    inset.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
-    inset.tick_params(labelsize=6)
-    inset.yaxis.get_offset_text().set_fontsize(6)
+    gap_axes.set_title(f"loss of {acc['name']} minus {results[1]['name']} (largest {largest:.1e})", fontsize=7)
+    gap_axes.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+    gap_axes.tick_params(labelsize=6)
+    gap_axes.yaxis.get_offset_text().set_fontsize(6)
 
 
 def _memory_panel(bars: Any, results: list[dict[str, Any]]) -> None:
@@ -94,19 +99,21 @@ def _memory_panel(bars: Any, results: list[dict[str, Any]]) -> None:
         k = results[0]["k_used"]
         bars.axhline(big / k / scale, color="k", linestyle="--", linewidth=1,
                      label=f"1/{k} of {results[1]['name']}")
-    bars.set_ylim(0, top * 1.45)
+    bars.set_ylim(0, top * 1.3)
     bars.set_ylabel(f"peak activation memory per micro-batch ({unit})")
     bars.set_title("measured by the allocator, per micro-batch\n(the runs' fullest windows)", fontsize=9)
-    bars.legend(fontsize=8, loc="upper right")
+    bars.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
 
 
 def write_compare_plot(results: list[dict[str, Any]], path: Path, title: str, tolerance: float = 0.10) -> None:
-    """Loss curves against items seen with their headline, the k x b - k*b gap inset, and a
+    """Loss curves against items seen with their headline, the k x b - k*b gap under them, and a
     stacked bar per run (arrays, other) with its values, the ratio to the big batch and the 1/k line."""
     from matplotlib.figure import Figure  # no pyplot: no backend switch in the caller's process
 
-    fig = Figure(figsize=(12.5, 5.6), layout="constrained")  # constrained: room for the legend below
-    curves, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.6, 1]})
-    _loss_panel(curves, results, title, tolerance)
-    _memory_panel(bars, results)
+    fig = Figure(figsize=(12.5, 6.4), layout="constrained")  # constrained: room for the legends below
+    panels = fig.subplot_mosaic([["loss", "memory"], ["gap", "memory"]], width_ratios=[1.6, 1],
+                                height_ratios=[3, 1.2])
+    panels["gap"].sharex(panels["loss"])
+    _loss_panel(panels["loss"], panels["gap"], results, title, tolerance)
+    _memory_panel(panels["memory"], results)
     fig.savefig(path, dpi=110)

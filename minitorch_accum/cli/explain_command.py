@@ -2,7 +2,8 @@
 
 For each micro-batch: its items, its loss and the peak memory its forward and
 backward needed; for each parameter: the kernel that wrote its gradient and the
-bytes it moved; then the normalization, and the window gradient compared with the
+bytes it moved; then the normalization, the optimizer's fused step, which folds it into
+its update (no pass divides the arena), and the window gradient compared with the
 gradient of one batch holding the same items. Under ``mpiexec -n R`` each rank takes
 its share of a window of R*k micro-batches, and the window's reduction over the ranks
 (its buckets, bytes and time) is shown too. Last, what this process computes with (its numerics
@@ -25,11 +26,13 @@ from minitorch_accum.backend.numerics import numerics_fingerprint
 from minitorch_accum.cli.explain_verdict import check_window, numerics_lines, verdict_lines
 from minitorch_accum.cli.explain_views import wanted, write_window_views
 from minitorch_accum.cli.tasks import load_task
+from minitorch_accum.cli.train_command import make_optimizer
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, rank_windows
 from minitorch_accum.distributed.launch import make_communicator
 from minitorch_accum.distributed.rank_agreement import compare_rank_numerics
 from minitorch_accum.nn import functional as F
+from minitorch_accum.observe.trace_events import OPTIMIZER_STEPS
 
 __all__ = ["explain_command", "explain_window"]
 
@@ -40,8 +43,9 @@ def _kib(n: float) -> str:
 
 def explain_window(dataset: str, k: int, micro_batch: int, reduction: str, fusion: str, dtype: str,
                    seed: int = 0, communicator: Communicator | None = None,
-                   block_size: int | None = None, model_name: str = "task") -> dict[str, Any]:
-    """Run one window and return what happened (also used by the tests)."""
+                   block_size: int | None = None, model_name: str = "task", optimizer: str = "adamw",
+                   lr: float = 3e-3) -> dict[str, Any]:
+    """Run one window and its optimizer step and return what happened (also used by the tests)."""
     if k <= 0:
         raise ValueError(f"--accum (k) must be positive, got {k}")
     comm = communicator if communicator is not None else make_communicator("auto")
@@ -64,14 +68,20 @@ def explain_window(dataset: str, k: int, micro_batch: int, reduction: str, fusio
         micro.append({"index": index, "rows": len(y), "items": items, "loss": float(loss.item()),
                       "array_bytes": acc.activation_peaks[-1], "other_bytes": probe.other_bytes})
     scale = acc.window_scale()  # with several ranks, the window is summed over them here
-    summed = acc.grads()
-    grads = {name: np.array(summed[p], dtype=np.float64) for name, p in model.named_parameters() if p in summed}
+    # what the optimizer reads: the arena's raw sums and the one scale its fused step folds in; the
+    # normalized gradient is made here, apart, for the check alone (training never makes it)
+    window_grads = acc.gradient_window()
+    grads = {name: np.asarray(window_grads.get(p), dtype=np.float64) * window_grads.grad_scale
+             for name, p in model.named_parameters() if window_grads.get(p) is not None}
     # the window's items as one batch (every rank's); fetched as one batch, sequences are padded
     # to one width, which the loss ignores
     x_all, y_all = task.train.get_batch(loader.order(0)[window.first * micro_batch:window.stop * micro_batch])
     check = check_window(model, [loader.batch(0, i) for i in range(window.first, window.stop)], grads, x_all, y_all,
                          reduction, fusion, dtype, nominal=k * comm.world_size)
     total_items = check.items
+    # the step as training takes it, once the check has used the parameters it started from
+    step = make_optimizer(optimizer, lr)
+    step.step(model, acc)
     collective = None
     if reducer is not None:
         collective = {"describe": reducer.describe(acc.store), "bytes": reducer.last.bytes,
@@ -81,7 +91,7 @@ def explain_window(dataset: str, k: int, micro_batch: int, reduction: str, fusio
             "numerics": numerics.describe(), "rank_numerics": compare_rank_numerics(comm, numerics),
             "used": window.stop - window.first, "differences": check.differences, "task": task.description,
             "rank": comm.rank, "world_size": comm.world_size, "collective": collective, "check": check,
-            "micro_batches": len(loader)}
+            "micro_batches": len(loader), "optimizer": type(step).__name__}
 
 
 def _print_events(events: list[Any]) -> None:
@@ -90,12 +100,27 @@ def _print_events(events: list[Any]) -> None:
               f"{e.seconds * 1e6:8.1f} us")
 
 
+def _step_line(optimizer: str, launches: list[Any]) -> str:
+    """The optimizer's step as the trace recorded it: its fused kernel, the scale it folded in, what it moved."""
+    if not launches:
+        return f"optimizer step ({optimizer}): skipped (a gradient of the window was not finite)"
+    kernels = ", ".join(dict.fromkeys(f"{e.kernel} ({e.path})" for e in launches))
+    scales = ", ".join(dict.fromkeys(f"{e.scale:.6g}" for e in launches if e.scale is not None))
+    elements, moved = sum(e.elements for e in launches), sum(e.bytes for e in launches)
+    count = f"{len(launches)} launch{'es' if len(launches) > 1 else ''}"
+    return textwrap.fill(
+        f"optimizer step ({optimizer}): the fused kernel {kernels} read the window's raw sums in the arena ({count} "
+        f"over {elements:,} elements) and multiplied them by the scale {scales} as it updated the parameters: "
+        f"{moved:,} bytes, {sum(e.seconds for e in launches) * 1e6:.1f} us; the normalization cost no pass of its own",
+        110, subsequent_indent="    ")
+
+
 def explain_command(values: Mapping[str, Any]) -> int:
     """Print one window of the settings ``values`` (the table's, by row name)."""
     dataset, k, b = values["dataset"], values["grads_accumulation"], values["micro_batch"]
     reduction, fusion, dtype = values["reduction"], values["fusion"], values["dtype"]
     report = explain_window(dataset, k, b, reduction, fusion, dtype, values["seed"], block_size=values["block_size"],
-                            model_name=values["model"])
+                            model_name=values["model"], optimizer=values["optimizer"], lr=values["lr"])
     # every rank records its share (--trace-out, --figure); rank 0 says where the files went
     views = write_window_views(values, make_communicator("auto")) if wanted(values) else []
     if report["rank"] != 0:
@@ -129,9 +154,12 @@ def explain_command(values: Mapping[str, Any]) -> int:
             "mean": f"divide by the {report['used']} micro-batches accumulated",
             "mean_nominal": f"divide by the configured k = {k}, whatever the window holds",
             "sum": "no division"}[reduction]
-    print(f"normalization ({reduction}): {rule} -> scale {report['scale']:.6g}")
-    _print_events([e for e in trace.events if e.micro_batch < 0 and e.kernel != "allreduce"])
-    print(f"\ncheck against one batch of the same {report['items']} items (summed loss / items):")
+    print(f"normalization ({reduction}): {rule} -> scale {report['scale']:.6g}, folded into the optimizer's step "
+          "(below): no pass over the arena divides it")
+    _print_events([e for e in trace.events if e.micro_batch < 0 and e.kernel not in ("allreduce", *OPTIMIZER_STEPS)])
+    print(_step_line(report["optimizer"], [e for e in trace.events if e.kernel in OPTIMIZER_STEPS]))
+    print(f"\ncheck against one batch of the same {report['items']} items (summed loss / items); the window's "
+          f"gradient is its raw sums times {report['scale']:.6g}, made apart for this check:")
     for name, diff in report["differences"].items():
         print(f"    {name:<18} max |window - big batch| = {diff:.3e}")
     for line in verdict_lines(report["check"]):

@@ -5,12 +5,15 @@ gradient is compared with the gradient of one batch holding its items (summed lo
 When they differ, each cause is put to the test by removing it:
 
 - the normalization: the big batch is weighed the way the window's reduction weighs each
-  item (``mean``: 1/(k n_j) for an item of micro-batch j; ``sum``: 1), and compared again;
+  item (``mean``: 1/(k n_j) for an item of micro-batch j; ``mean_nominal``: 1/(K n_j) with the
+  configured K, whatever the window holds; ``sum``: 1), and compared again. Three causes are
+  told apart: ``sum`` divides by nothing, a mean of means over micro-batches of unequal items,
+  and ``mean_nominal``'s K on a window holding fewer micro-batches;
 - BatchNorm (it normalizes each batch by its own statistics, so items are coupled) and
   dropout (a new mask for every batch): the window and the big batch are run again with
   those layers in evaluation mode, dropout first, then BatchNorm too.
 
-A cause is named when removing it closes the gap to rounding. The algebra behind all of
+A cause is named when removing it closes the gap to rounding: five in all. The algebra behind all of
 it: the gradient of a sum of losses is the sum of the micro-batch gradients, so the window's
 raw sum is the big batch's whatever the split; only the normalization differs, as long as
 each item's loss depends on that item alone. "Within rounding" is not "bit for bit": that needs
@@ -37,8 +40,8 @@ __all__ = ["ALGEBRA", "LayerCheck", "WindowCheck", "check_window", "numerics_lin
 
 ALGEBRA = ("the algebra: grad(sum over the window's items of loss_i) = sum over micro-batches j of "
            "grad(sum over j's items of loss_i): the window's raw sum is the big batch's summed gradient, however "
-           "it is split; only the normalization differs (items: 1/N, mean: 1/(k n_j), sum: 1), as long as each "
-           "item's loss depends on that item alone")
+           "it is split; only the normalization differs (items: 1/N, mean: 1/(k n_j), mean_nominal: 1/(K n_j) with "
+           "the configured K, sum: 1), as long as each item's loss depends on that item alone")
 
 #: the layers whose training-mode behaviour makes a window differ, in the order they are switched off
 _LAYER_KINDS: tuple[tuple[str, type], ...] = (("dropout", Dropout), ("batchnorm", BatchNorm1d))
@@ -66,6 +69,7 @@ class WindowCheck:
     weighted_gap: float  # against the big batch weighed as the normalization weighs its items
     ratio: float  # least-squares factor: window = ratio x big batch
     layers: list[LayerCheck] = field(default_factory=list)
+    nominal: int | None = None  # the configured micro-batches per window (mean_nominal divides by it)
 
     @property
     def items(self) -> int:
@@ -145,7 +149,7 @@ def check_window(model: Module, batches: Sequence[tuple[Any, Any]], window: dict
         differences={n: float(np.max(np.abs(window[n] - plain[n]))) for n in names},
         gap=_gap({n: window[n] for n in names}, plain), tolerance=tolerance,
         weighted_gap=_gap({n: window[n] for n in names}, weighted),
-        ratio=float(flat_window @ flat_plain / max(float(flat_plain @ flat_plain), 1e-300)))
+        ratio=float(flat_window @ flat_plain / max(float(flat_plain @ flat_plain), 1e-300)), nominal=nominal)
     if check.gap <= tolerance:
         return check
     switched: list[Module] = []
@@ -171,21 +175,47 @@ def _listed(values: Sequence[Any], limit: int = 8) -> str:
     return shown + (f", ... ({len(values)} in all)" if len(values) > limit else "")
 
 
-def _normalization_cause(check: WindowCheck) -> str | None:
+def _divisor(check: WindowCheck) -> int:
+    """What the window's mean divides the sum of its micro-batch means by: the micro-batches it
+    holds (``mean``), or the configured K (``mean_nominal``)."""
+    if check.reduction == "mean_nominal" and check.nominal:
+        return check.nominal
+    return len(check.sizes)
+
+
+def _normalization_causes(check: WindowCheck) -> list[str]:
+    """The causes of a gap that lie in the normalization: nothing divides (``sum``), a mean of means
+    over unequal micro-batches (``mean``, ``mean_nominal``), and ``mean_nominal``'s configured K on
+    a window that holds fewer micro-batches; each measured by weighing the big batch so."""
     n, sizes = check.items, check.sizes
     matched = (f"the big batch matches the window to {check.weighted_gap:.1e}" if not check.layers
                else "and with the layers below switched off, the big batch matches the window")
-    if check.reduction == "sum" and n > 1:
-        return (f"the normalization: reduction=sum divides by nothing, so each item weighs 1 where the big batch "
+    if check.reduction == "sum":
+        if n <= 1:
+            return []
+        return [f"the normalization: reduction=sum divides by nothing, so each item weighs 1 where the big batch "
                 f"weighs it 1/N = 1/{n}: the window is N = {n} times the big batch's gradient (measured: "
-                f"{check.ratio:.4g} times). Weighed by 1, {matched}")
-    if check.reduction == "mean" and len(set(sizes)) > 1:
-        weights = item_weights("mean", sizes)
-        return (f"the normalization: reduction=mean divides each micro-batch by its own items (a mean of means), and "
-                f"the micro-batches hold different numbers of items: sizes {_listed(sizes)}; an item of micro-batch j "
-                f"weighs 1/(k n_j) = {_listed([_fraction(w) for w in weights])}, where the big batch weighs every "
-                f"item 1/N = 1/{n}. Weighed so, {matched}")
-    return None
+                f"{check.ratio:.4g} times). Weighed by 1, {matched}"]
+    if check.reduction not in ("mean", "mean_nominal"):
+        return []
+    causes = []
+    k, held = _divisor(check), len(sizes)
+    if check.reduction == "mean_nominal" and k != held:
+        causes.append(f"the normalization: reduction=mean_nominal divides by the configured K = {k} micro-batches "
+                      f"whatever the window holds, and this window holds {held}: the window is {held}/{k} of the "
+                      f"big batch's gradient where its micro-batches hold equal items (measured: {check.ratio:.4g} "
+                      "times)")
+    if len(set(sizes)) > 1:
+        weights = item_weights(check.reduction, sizes, check.nominal)
+        label = "K" if check.reduction == "mean_nominal" else "k"
+        causes.append(f"the normalization: reduction={check.reduction} divides each micro-batch by its own items (a "
+                      f"mean of means), and the micro-batches hold different numbers of items: sizes "
+                      f"{_listed(sizes)}; an item of micro-batch j weighs 1/({label} n_j) = "
+                      f"{_listed([_fraction(w) for w in weights])} ({label} = {k}), where the big batch weighs every "
+                      f"item 1/N = 1/{n}")
+    if causes:
+        causes[-1] += f". Weighed so, {matched}"
+    return causes
 
 
 _LAYER_CAUSES = {
@@ -204,10 +234,14 @@ def verdict_lines(check: WindowCheck) -> list[str]:
     if check.gap <= check.tolerance:
         lines.append(f"verdict: EQUAL within rounding (largest difference {check.gap:.1e}, {tolerance})")
         n, sizes = check.items, check.sizes
-        if check.reduction == "mean" and len(sizes) > 1:
-            lines.append(f"why: every micro-batch holds {sizes[0]} items, so the mean of the {len(sizes)} micro-batch "
-                         f"means weighs each item 1/({len(sizes)} x {sizes[0]}) = 1/{n}, as the big batch's mean "
-                         "does; only the order of the additions differs")
+        if check.reduction in ("mean", "mean_nominal"):
+            k = _divisor(check)
+            divides = (f"the configured K = {k}, which the window holds" if check.reduction == "mean_nominal"
+                       else f"its {k} micro-batches")
+            lines.append(f"why: every micro-batch holds {sizes[0]} items, and the window divides the sum of its "
+                         f"{len(sizes)} micro-batch means by {divides}, so each item weighs 1/({k} x {sizes[0]}) = "
+                         f"1/{k * sizes[0]}, as the big batch's mean of its {n} items does; only the order of the "
+                         "additions differs")
         elif check.reduction == "sum":
             lines.append(f"why: the window holds {n} item(s), so dividing by nothing is dividing by N")
         else:
@@ -215,7 +249,7 @@ def verdict_lines(check: WindowCheck) -> list[str]:
                          "the big batch does; only the order of the additions differs")
         lines.append(ALGEBRA)
         return lines
-    causes = [c for c in (_normalization_cause(check),) if c is not None]
+    causes = _normalization_causes(check)
     closed = check.weighted_gap <= check.tolerance
     for layer in check.layers:
         modules = ", ".join(f"module {m!r}" for m in layer.modules)

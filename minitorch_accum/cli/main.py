@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import signal
 import sys
@@ -28,6 +29,38 @@ _HELP = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser that names the option or choice closest to one it does not know (Python
+    3.14's ``suggest_on_error``, for 3.11), each command's parser with its own usage: the commands'
+    parsers are of this class too (``add_subparsers`` makes them of its parser's class)."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:  # refused here, by the parser of the command they were given to, not by maccum's
+            self.error(f"unrecognized arguments: {' '.join(extras)}{self._suggestion(extras)}")
+        return parsed, extras
+
+    def _suggestion(self, extras: list[str]) -> str:
+        known = [option for option in self._option_string_actions if option.startswith("--")]
+        options = [extra.split("=", 1)[0] for extra in extras if extra.startswith("-")]
+        closest = {option: close[0] for option in options if (close := difflib.get_close_matches(option, known, n=1))}
+        if not closest:
+            return ""
+        if len(options) == 1:
+            return f" (did you mean {closest[options[0]]}?)"
+        return f" (did you mean {', '.join(f'{near} for {option}' for option, near in closest.items())}?)"
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is not None and isinstance(value, str) and value not in choices:
+            close = difflib.get_close_matches(value, [str(c) for c in choices], n=1)
+            if close:
+                raise argparse.ArgumentError(action, f"invalid choice: {value!r}, did you mean {close[0]!r}? (choose "
+                                                     f"from {', '.join(repr(str(c)) for c in choices)})")
+        super()._check_value(action, value)
+
+
 def _command(sub: argparse._SubParsersAction, name: str, help_text: str) -> argparse.ArgumentParser:
     # every option's help line shows its default
     return sub.add_parser(name, help=help_text, description=help_text,
@@ -35,7 +68,7 @@ def _command(sub: argparse._SubParsersAction, name: str, help_text: str) -> argp
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="maccum", description="Gradient accumulation: train, compare, explain, "
+    parser = _Parser(prog="maccum", description="Gradient accumulation: train, compare, explain, "
                                      "generate, measure, precision, and the bugs it is known for.")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in TRAINING_COMMANDS:  # their options are the rows of the settings table

@@ -43,10 +43,11 @@ def parse_ks(text: str) -> list[int]:
             continue
         try:
             ks.append(positive_int(part))
-        except argparse.ArgumentTypeError as error:
-            raise argparse.ArgumentTypeError(f"--k: {part!r}: {error}") from None
+        except argparse.ArgumentTypeError:
+            # argparse names the option itself: "argument --k: ..."
+            raise argparse.ArgumentTypeError(f"each k must be a positive int, got {part!r} in {text!r}") from None
     if not ks:
-        raise argparse.ArgumentTypeError("--k needs at least one k")
+        raise argparse.ArgumentTypeError(f"needs at least one k, e.g. 1,2,4,...,1024; got {text!r}")
     return sorted(set(ks))
 
 

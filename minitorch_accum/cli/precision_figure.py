@@ -1,5 +1,6 @@
 """The figure of ``maccum precision``: relative error against k on log-log axes, one line per
-way of accumulating, with the sqrt(k) * eps and k * eps guide lines of each buffer dtype."""
+way of accumulating, with the sqrt(k) * eps and k * eps guide lines of each buffer dtype, each
+dtype's eps named in the right margin at the end of its guide (off the lines)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,10 @@ def precision_figure(study: PrecisionStudy) -> Any:
         eps = next(r.eps for r in study.rows if r.buffer_dtype == dtype)
         ax.plot(ks, ks * eps, color=_STYLE[dtype], linestyle=worst, linewidth=0.8, alpha=0.7)
         ax.plot(ks, np.sqrt(ks) * eps, color=_STYLE[dtype], linestyle=random, linewidth=0.9, alpha=0.8)
-        ax.annotate(f"eps({dtype}) = {eps:.1e}", (ks[-1], ks[-1] * eps), fontsize=7, color=_STYLE[dtype],
-                    ha="right", va="bottom")
+        # in the margin, level with the end of its k·eps guide: nothing is drawn there to run through it
+        ax.annotate(f"eps({dtype})\n= {eps:.1e}", (1.0, ks[-1] * eps), xycoords=("axes fraction", "data"),
+                    xytext=(4, 0), textcoords="offset points", fontsize=7, color=_STYLE[dtype], ha="left",
+                    va="center", annotation_clip=False)
     ax.plot([], [], color="0.4", linestyle=worst, linewidth=0.8, label="k·eps of the buffer (worst case)")
     ax.plot([], [], color="0.4", linestyle=random, linewidth=0.9, label="√k·eps of the buffer (random rounding)")
     ax.set_xscale("log", base=2)

@@ -3,10 +3,13 @@
 Each recording is a column of two panels on one time axis (milliseconds from its start):
 
 - the spans, one row each: every micro-batch's forward and backward, the kernels writing the
-  arena (copy and add, GEMM-fused writes, window passes), the close and the optimizer step;
+  arena (copy and add, GEMM-fused writes, window passes), the close and the optimizer step with
+  its fused kernel (the column's title names it and the scale it folded in);
 - the array bytes alive over the same time, the allocator's own count, with the arena's size.
 
 The memory panels of all columns share one scale, so k small peaks stand beside one big one.
+Nothing is drawn over the data: the legend is the figure's, below the panels, and the label of
+the micro-batch peak sits above every curve of its panel (tests read the drawn boxes).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from minitorch_accum.observe import AccumulationTrace
+from minitorch_accum.observe.trace_events import COLLECTIVES, OPTIMIZER_STEPS
 from minitorch_accum.train.progress import format_bytes
 
 __all__ = ["ROWS", "alive_curve", "save_window_figure", "window_figure"]
@@ -62,9 +66,14 @@ def _timeline(ax: Any, trace: AccumulationTrace, start: float, span_ms: float) -
         bars = [(ms(s.start), max(s.seconds * 1e3, thinnest)) for s in trace.spans if s.name == row]
         ax.broken_barh(bars, (y_of[row] - 0.35, 0.7), facecolors=_COLORS[row], label=row)
         drawn[row] = len(bars)
+    launches = [(ms(e.start), max(e.seconds * 1e3, thinnest)) for e in trace.events if e.kernel in OPTIMIZER_STEPS]
+    if launches:  # inside the step's span, half its height: the kernel that read the arena
+        ax.broken_barh(launches, (y_of["optimizer step"] - 0.18, 0.36), facecolors="darkgreen",
+                       label="fused step kernel (folds the scale in)")
+    drawn["optimizer step: kernel"] = len(launches)
     for kind, color in _KERNEL_COLORS.items():
         bars = [(ms(e.start), max(e.seconds * 1e3, thinnest)) for e in trace.events
-                if _kernel_kind(e.kernel, e.micro_batch) == kind and e.kernel not in ("allreduce", "reduce_scatter")]
+                if _kernel_kind(e.kernel, e.micro_batch) == kind and e.kernel not in (*COLLECTIVES, *OPTIMIZER_STEPS)]
         if bars:
             ax.broken_barh(bars, (y_of["arena writes"] - 0.35, 0.7), facecolors=color,
                            label={"copy": "first write (copy)", "add": "add into the arena", "gemm": "GEMM-fused write",
@@ -78,46 +87,66 @@ def _timeline(ax: Any, trace: AccumulationTrace, start: float, span_ms: float) -
     return drawn
 
 
+def _step_title(trace: AccumulationTrace) -> str:
+    """What the step ran and the scale it folded in, from its recorded launch."""
+    launches = [e for e in trace.events if e.kernel in OPTIMIZER_STEPS]
+    if not launches:
+        return "no optimizer step recorded"
+    scales = ", ".join(dict.fromkeys(f"{e.scale:.3g}" for e in launches if e.scale is not None))
+    return f"step: {launches[0].kernel}, the scale {scales} folded in"
+
+
 def window_figure(traces: Sequence[AccumulationTrace]) -> Any:
     """A matplotlib Figure of ``traces`` side by side (see the module docstring)."""
     from matplotlib.figure import Figure  # no pyplot: no backend switch in the caller's process
 
-    fig = Figure(figsize=(6.2 * len(traces), 5.6))
+    fig = Figure(figsize=(6.2 * len(traces), 6.2))
     axes = fig.subplots(2, len(traces), squeeze=False, sharey="row", gridspec_kw={"height_ratios": [1.25, 1]})
-    peak = max((max(alive_curve(t)[1], default=0) for t in traces), default=0)
-    scale, unit = (1 << 20, "MiB") if peak >= 1 << 20 else (1024, "KiB")
+    highest = [max([*alive_curve(t)[1], *_arena_sizes(t)], default=0) for t in traces]
+    scale, unit = (1 << 20, "MiB") if max(highest, default=0) >= 1 << 20 else (1024, "KiB")
     for column, trace in enumerate(traces):
         top, bottom = axes[0][column], axes[1][column]
         ends = [s.start + s.seconds for s in trace.spans] + [e.start + e.seconds for e in trace.events]
         start = min([s.start for s in trace.spans] + [e.start for e in trace.events], default=0.0)
         drawn = _timeline(top, trace, start, (max(ends, default=start) - start) * 1e3)
         micro = drawn["forward"]
-        top.set_title(f"{trace.name or 'window'}: {micro} micro-batch{'es' if micro != 1 else ''}", fontsize=10)
+        top.set_title(f"{trace.name or 'window'}: {micro} micro-batch{'es' if micro != 1 else ''}\n"
+                      f"{_step_title(trace)}", fontsize=9)
         times, alive = alive_curve(trace)
         if times:
             bottom.step([(t - start) * 1e3 for t in times], [a / scale for a in alive], where="post",
                         color="tab:blue", label="array bytes alive (the allocator's count)")
-            _mark_activation_peak(bottom, trace, times, alive, start, scale)
-        arena = [n for track, _, n in trace.counters if track == "arena bytes"]
+        arena = _arena_sizes(trace)
         if arena:
             bottom.axhline(arena[-1] / scale, color="tab:red", linestyle="--", linewidth=1,
                            label=f"gradient arena {format_bytes(arena[-1])} (persistent)")
+        if times:
+            _mark_activation_peak(bottom, trace, times, alive, start, scale, highest[column])
         bottom.set_xlabel("milliseconds from the window's start")
         bottom.set_ylabel(f"{unit} alive" if column == 0 else "")
-        bottom.legend(fontsize=7, loc="upper left")
         top.sharex(bottom)
+    # room above the highest curve for the label of its peak; the legend below every panel
+    axes[1][0].set_ylim(bottom=min(0.0, axes[1][0].get_ylim()[0]), top=max(highest, default=0) / scale * 1.4 or 1.0)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    for handle, label in zip(*axes[1][0].get_legend_handles_labels(), strict=True):
+        handles.append(handle)
+        labels.append(label)
+    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, frameon=False)
     fig.suptitle("one window, kernel by kernel, and its memory: k micro-batches beside one batch of the same items",
                  fontsize=11)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig
 
 
+def _arena_sizes(trace: AccumulationTrace) -> list[int]:
+    return [n for track, _, n in trace.counters if track == "arena bytes"]
+
+
 def _mark_activation_peak(ax: Any, trace: AccumulationTrace, times: list[float], alive: list[int], start: float,
-                          scale: float) -> None:
+                          scale: float, highest: float) -> None:
     """Label the peak while micro-batches ran (activations and temporaries), apart from what the
-    step allocates (the optimizer's state, at its first step)."""
+    step allocates (the optimizer's state, at its first step): above ``highest``, the top of
+    every curve of the panel, on the side of the peak that has room."""
     spans = [s for s in trace.spans if s.name in ("forward", "backward")]
     if not spans:
         return
@@ -126,8 +155,10 @@ def _mark_activation_peak(ax: Any, trace: AccumulationTrace, times: list[float],
     if not inside:
         return
     peak, at = max(inside)
-    ax.annotate(f"micro-batch peak {format_bytes(peak)}", ((at - start) * 1e3, peak / scale),
-                textcoords="offset points", xytext=(4, 4), fontsize=8)
+    x = (at - start) * 1e3
+    right_half = at - start > (max(times) - start) / 2
+    ax.annotate(f"micro-batch peak {format_bytes(peak)}", (x, highest / scale), textcoords="offset points",
+                xytext=(0, 5), ha="right" if right_half else "left", va="bottom", fontsize=8)
     step = [s for s in trace.spans if s.name == "optimizer step"]
     if step:
         ax.axvspan((step[0].start - start) * 1e3, (step[0].start + step[0].seconds - start) * 1e3,

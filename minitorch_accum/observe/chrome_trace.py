@@ -2,9 +2,10 @@
 
 The JSON object format (``traceEvents`` plus metadata): ``ph: "X"`` complete events with
 ``ts`` and ``dur`` in microseconds, ``ph: "C"`` counters, ``ph: "M"`` names. One ``pid`` per
-rank; one ``tid`` per lane of ``observe.trace_events.LANES`` (the window, its micro-batches' forward and
-backward, the kernels writing the arena, the collectives), the lanes of a second recording in
-the same file (explain's big batch) on tids of their own. Each window is a ``ProfilerStep#N``
+rank; one ``tid`` per lane of ``observe.trace_events.LANES`` (the window, with the fused optimizer
+step's kernel inside its span; its micro-batches' forward and backward; the kernels writing the
+arena; the collectives), the lanes of a second recording in the same file (explain's big batch)
+on tids of their own. Each window is a ``ProfilerStep#N``
 span, the name PyTorch's profiler gives an optimizer step, so Holistic Trace Analysis finds
 the iterations; ``distributedInfo`` names the rank (one file per rank under mpiexec).
 
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from minitorch_accum.observe.trace_events import COLLECTIVES, LANES, KernelEvent, Span
+from minitorch_accum.observe.trace_events import COLLECTIVES, LANES, OPTIMIZER_STEPS, KernelEvent, Span
 
 __all__ = ["chrome_trace", "rank_trace_path", "write_chrome_trace"]
 
@@ -62,7 +63,13 @@ def _us(seconds: float) -> float:
 
 
 def _kernel_lane(event: KernelEvent) -> str:
+    if event.kernel in OPTIMIZER_STEPS:
+        return "window"  # inside its "optimizer step" span: it reads the arena, it writes the parameters
     return "collectives" if event.kernel in COLLECTIVES else "arena writes"
+
+
+def _kernel_category(event: KernelEvent) -> str:
+    return "optimizer" if event.kernel in OPTIMIZER_STEPS else _CATEGORY[_kernel_lane(event)]
 
 
 def _kernel_args(event: KernelEvent) -> dict[str, Any]:
@@ -75,6 +82,8 @@ def _kernel_args(event: KernelEvent) -> dict[str, Any]:
         args["fused"] = "the GEMM wrote the arena view itself: no gradient array, no accumulation pass"
     elif event.materialized:
         args["materialized"] = True  # the contribution was an array of its own before it was added
+    if event.scale is not None:
+        args["grad_scale"] = event.scale  # folded into the step: no pass divided the window's sums
     return args
 
 
@@ -100,7 +109,7 @@ def _events_of(trace: Recording, pid: int, index: int, shift: float, steps_befor
                     "tid": tids.get(span.lane, tids["window"]), "args": dict(span.args)})
     for event in trace.events:
         lane = _kernel_lane(event)
-        out.append({"name": event.kernel, "cat": _CATEGORY[lane], "ph": "X", "ts": _us(shift + event.start),
+        out.append({"name": event.kernel, "cat": _kernel_category(event), "ph": "X", "ts": _us(shift + event.start),
                     "dur": _us(event.seconds), "pid": pid, "tid": tids[lane], "args": _kernel_args(event)})
     for track, seconds, nbytes in trace.counters:
         out.append({"name": prefix + track, "cat": "memory", "ph": "C", "ts": _us(shift + seconds), "pid": pid,

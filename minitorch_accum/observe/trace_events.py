@@ -10,20 +10,24 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from minitorch_accum.kernels import kernel_path
+from minitorch_accum.kernels.catalog import ADAM, CATALOG, SGD
 
-__all__ = ["COLLECTIVES", "LANES", "KernelEvent", "KernelRecorder", "Span", "kernel_path_of"]
+__all__ = ["COLLECTIVES", "LANES", "OPTIMIZER_STEPS", "KernelEvent", "KernelRecorder", "Span", "kernel_path_of"]
 
 #: the lanes of a trace (one thread track each in the Chrome trace), in display order
 LANES = ("window", "micro-batches", "arena writes", "collectives")
 #: kernel names that are a reduction over the ranks, not a write of this rank's arena
 COLLECTIVES = ("allreduce", "reduce_scatter")
+#: the fused optimizer steps: they read the window's sums and fold its scale in (the window's lane)
+OPTIMIZER_STEPS = tuple(row.name for row in CATALOG if row.family in (SGD, ADAM))
 #: passes that NumPy (or CuPy) itself runs, not one of the library's kernels
 _ARRAY_LIBRARY_PASSES = ("scale", "container-store", "container-add", "gemm-fallback")
 
 
 @dataclass(frozen=True)
 class KernelEvent:
-    """One write of a gradient contribution into the arena (or one window-level pass)."""
+    """One write of a gradient contribution into the arena, or one window-level pass (the fused
+    optimizer step's among them, with the ``scale`` it folded into the gradients it read)."""
 
     window: int
     micro_batch: int  # 0-based within the window; -1 for window-level passes
@@ -35,6 +39,7 @@ class KernelEvent:
     materialized: bool  # True when the contribution existed as its own array before being added
     start: float = 0.0  # seconds from the trace's origin
     path: str = ""  # what ran it: native, emulated, reference, cupy; blas, cublas; numpy; mpi, nccl
+    scale: float | None = None  # an optimizer step's: the factor it multiplied the window's sums by
 
     @property
     def gb_per_s(self) -> float:

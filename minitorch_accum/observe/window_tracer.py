@@ -3,8 +3,10 @@
 Per window (lanes of ``observe.trace_events.LANES``): ``micro-batch i`` (with ``acc.micro_batch()``), its
 ``forward`` (from the micro-batch's start to its backward) and ``backward``; every kernel that
 wrote or read the arena, with its path; the ``close`` (the reduction over the ranks with each
-bucket's collective, the normalization); the window itself as ``ProfilerStep#N`` when
-``zero()`` starts the next one. The Learner adds its own spans (forward, the optimizer step).
+bucket's collective, the normalization); the fused optimizer step's launch over the window's
+sums with the scale it folds in (``acc.gradient_window()`` hands the optimizer this tracer); the
+window itself as ``ProfilerStep#N`` when ``zero()`` starts the next one. The Learner adds its
+own spans (forward, the optimizer step).
 """
 
 from __future__ import annotations
@@ -59,13 +61,14 @@ class WindowTracer:
 
     # ------------------------------------------------------------------ the recorder
     def __call__(self, param: str, kernel: str, elements: int, nbytes: int, seconds: float, *,
-                 materialized: bool, window_pass: bool, started: float | None = None) -> None:
+                 materialized: bool, window_pass: bool, started: float | None = None,
+                 scale: float | None = None) -> None:
         window = self.accumulator.window
         started = time.perf_counter() - seconds if started is None else started
         self._window_begins(started)
         self.trace.record(KernelEvent(window.index, -1 if window_pass else window.micro_batches, param, kernel,
                                       int(elements), int(nbytes), seconds, materialized, self.trace.clock(started),
-                                      kernel_path_of(kernel, self.device_kind, self.communicator)))
+                                      kernel_path_of(kernel, self.device_kind, self.communicator), scale))
 
     @contextlib.contextmanager
     def timed(self, work: Sequence[tuple[str, str, Any]], *, window_pass: bool) -> Iterator[None]:
@@ -84,6 +87,18 @@ class WindowTracer:
                  materialized=not window_pass, window_pass=window_pass, started=started)
             started += share
 
+    @contextlib.contextmanager
+    def launch(self, kernel: str, work: Sequence[tuple[str, Any]], *, scale: float) -> Iterator[None]:
+        """The block is one launch of a fused optimizer step over ``work`` (each a parameter's name
+        and the gradient array it reads), which multiplies the gradients by ``scale``: one event,
+        as the kernel ran, naming the parameters; its bytes are those of every array it covers."""
+        started = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - started
+        moved = sum(bytes_moved(kernel, array.size, array.dtype.itemsize, array.dtype.itemsize) for _, array in work)
+        self(", ".join(name for name, _ in work), kernel, sum(array.size for _, array in work), moved, seconds,
+             materialized=False, window_pass=True, started=started, scale=scale)
+
     def _window_begins(self, at: float) -> None:
         if self._window_started is None:
             self._window_started = at
@@ -95,10 +110,11 @@ class WindowTracer:
     @contextlib.contextmanager
     def micro_batch(self) -> Iterator[None]:
         index = self.accumulator.window.micro_batches
-        self._micro_started = time.perf_counter()
-        self._window_begins(self._micro_started)
+        self._micro_started = started = time.perf_counter()
+        self._window_begins(started)
         try:
-            with self._span(f"micro-batch {index}", "micro-batches", micro_batch=index):
+            # from the same instant as its forward, which would otherwise start before the span holding it
+            with self._span(f"micro-batch {index}", "micro-batches", started=started, micro_batch=index):
                 self.trace.set_phase("forward")
                 yield
         finally:

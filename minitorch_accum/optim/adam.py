@@ -64,13 +64,14 @@ class Adam(Optimizer):
                     slots["exp_avg"] = group.xp.zeros(data.shape, dtype=data.dtype)
                     slots["exp_avg_sq"] = group.xp.zeros(data.shape, dtype=data.dtype)
                 slots["step"] = step
-            kernels.multi_adamw_step(
-                group.params, group.grads,
-                [self.state[n]["exp_avg"] for n in group.names],
-                [self.state[n]["exp_avg_sq"] for n in group.names],
-                lr=settings["lr"], beta1=beta1, beta2=beta2, eps=settings["eps"],
-                weight_decay=settings["weight_decay"], step=step, grad_scale=grad_scale, decoupled=self.decoupled,
-            )
+            with self._launch("multi_adamw_step", group, grad_scale):
+                kernels.multi_adamw_step(
+                    group.params, group.grads,
+                    [self.state[n]["exp_avg"] for n in group.names],
+                    [self.state[n]["exp_avg_sq"] for n in group.names],
+                    lr=settings["lr"], beta1=beta1, beta2=beta2, eps=settings["eps"],
+                    weight_decay=settings["weight_decay"], step=step, grad_scale=grad_scale, decoupled=self.decoupled,
+                )
             group.write_back()
 
 

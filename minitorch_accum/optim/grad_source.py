@@ -9,13 +9,24 @@ factor into its fused step, so normalization costs no pass over memory.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from minitorch_accum.autodiff import Gradients, Tensor
 from minitorch_accum.kernels.arrays import Array
 
-__all__ = ["GradientWindow", "WindowSource", "gradient_window"]
+__all__ = ["GradientWindow", "StepRecorder", "WindowSource", "gradient_window"]
+
+
+class StepRecorder(Protocol):
+    """Who hears of a fused step's launches (an Accumulator's tracer, observe/): the optimizer names
+    each launch's kernel, the (parameter name, gradient array) pairs it reads and the scale it
+    folds in; the recorder times the block, one launch."""
+
+    def launch(self, kernel: str, work: Sequence[tuple[str, Any]], *,
+               scale: float) -> AbstractContextManager[None]: ...
 
 
 @dataclass
@@ -23,11 +34,13 @@ class GradientWindow:
     """Gradient arrays by parameter, to be multiplied by ``grad_scale`` before use.
 
     ``skip`` is set when the window saw a non-finite gradient: the step must not run.
+    ``recorder`` hears the step's launches when the window is traced (None: nothing listens).
     """
 
     arrays: dict[int, Array] = field(default_factory=dict)
     grad_scale: float = 1.0
     skip: bool = False
+    recorder: StepRecorder | None = None
 
     def get(self, param: Tensor) -> Array | None:
         """The gradient array of ``param``, or None when the window has none."""

@@ -25,6 +25,7 @@ the default and every group's rate.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any
@@ -35,7 +36,8 @@ from minitorch_accum.autodiff import Gradients
 from minitorch_accum.backend import backend_of_array
 from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.nn import Module, Param
-from minitorch_accum.optim.grad_source import GradientWindow, WindowSource, gradient_window
+from minitorch_accum.optim.fused_groups import FusedGroup
+from minitorch_accum.optim.grad_source import GradientWindow, StepRecorder, WindowSource, gradient_window
 from minitorch_accum.optim.hyperparameter_checks import check_positive
 
 __all__ = ["Optimizer", "ParamGroup", "Params", "UpdateEntry"]
@@ -54,6 +56,8 @@ class Optimizer(ABC):
 
     #: the hyperparameters of this optimizer, "lr" first; a group may set any of them
     hyperparameter_names: tuple[str, ...] = ("lr",)
+    #: the recorder of the window being stepped, while ``step`` runs (None: nothing listens)
+    _recorder: StepRecorder | None = None
 
     def __init__(self, params: object, defaults: dict[str, Any]) -> None:
         # params: Params, parameter groups or None, as the user gave them (anything else is refused here)
@@ -162,7 +166,11 @@ class Optimizer(ABC):
         if window.skip:
             self.skipped_steps += 1
             return model
-        self.update(self._entries(model, window), window.grad_scale, lr)
+        self._recorder = window.recorder
+        try:
+            self.update(self._entries(model, window), window.grad_scale, lr)
+        finally:
+            self._recorder = None
         return model
 
     def update(self, grouped: list[list[UpdateEntry]], grad_scale: float = 1.0, lr: float | None = None) -> None:
@@ -216,6 +224,14 @@ class Optimizer(ABC):
                 raise ValueError(f"optimizer: gradient for {name} is on another device than the parameter")
             grouped[index].append((name, param, grad))
         return grouped
+
+    def _launch(self, kernel: str, group: FusedGroup, grad_scale: float) -> contextlib.AbstractContextManager[None]:
+        """The block is one launch of the fused ``kernel`` over ``group``, which multiplies its
+        gradients by ``grad_scale``: timed by the window's recorder when one listens (a traced
+        window: explain, ``maccum train --trace-out``), else nothing at all."""
+        if self._recorder is None:
+            return contextlib.nullcontext()
+        return self._recorder.launch(kernel, list(zip(group.names, group.grads, strict=True)), scale=grad_scale)
 
     @abstractmethod
     def _update(self, entries: list[UpdateEntry], settings: dict[str, Any], grad_scale: float) -> None:

@@ -65,9 +65,10 @@ class SGD(Optimizer):
                 for name, data in zip(group.names, group.params, strict=True):
                     self.state[name].setdefault("momentum_buffer", group.xp.zeros(data.shape, dtype=data.dtype))
                 bufs = [self.state[name]["momentum_buffer"] for name in group.names]
-            kernels.multi_sgd_momentum_step(
-                group.params, group.grads, bufs, lr=settings["lr"], momentum=settings["momentum"],
-                dampening=settings["dampening"], weight_decay=settings["weight_decay"],
-                nesterov=settings["nesterov"], grad_scale=grad_scale, first_step=first_step,
-            )
+            with self._launch("multi_sgd_momentum_step", group, grad_scale):
+                kernels.multi_sgd_momentum_step(
+                    group.params, group.grads, bufs, lr=settings["lr"], momentum=settings["momentum"],
+                    dampening=settings["dampening"], weight_decay=settings["weight_decay"],
+                    nesterov=settings["nesterov"], grad_scale=grad_scale, first_step=first_step,
+                )
             group.write_back()

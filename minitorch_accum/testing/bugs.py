@@ -36,6 +36,7 @@ from minitorch_accum.testing.properties import property_named
 from minitorch_accum.testing.property_results import FAILED, INEXACT, PASSED, PropertyResult
 from minitorch_accum.testing.recipes import Recipe
 from minitorch_accum.testing.subject import Subject
+from minitorch_accum.testing.tolerance_words import gap_words, share_of_largest, tolerance_words
 
 __all__ = ["EXHIBITS", "Citation", "Exhibit", "Measurement", "code_pairs", "describe", "exhibit", "measure",
            "show_code"]
@@ -277,9 +278,7 @@ def describe(measured: Measurement) -> str:
     name, worst = max(faulty_result.worst.items(), key=lambda item: item[1].max_gap)
     # a gap in gradients reads against the largest gradient entry; in parameters or a count it stands alone
     relative = "" if item.property in ("steps_equal_big_batch", "item_count_matches_the_loss") \
-        or not measured.gradient_scale else (
-        f" ({worst.max_gap / measured.gradient_scale:.2%} of the largest gradient entry, "
-        f"{measured.gradient_scale:.3e})")
+        else share_of_largest(worst.max_gap, measured.gradient_scale)
     verdict = ("shown: not expected to be equal under any recipe" if item.inexact
                else "CAUGHT" if measured.caught else "NOT caught")
     kind = "loss_fn" if item.faulty_subject else "recipe"
@@ -287,13 +286,12 @@ def describe(measured: Measurement) -> str:
              f"  what the {kind} does: {item.what}",
              f"  shown on: {_sizes(item)}",
              f"  property: {item.property} ({faulty_result.claim})",
-             f"  faulty {kind}: {faulty_result.status}; max gap {worst.max_gap:.3e} in {name}{relative}; furthest "
-             f"over its tolerance: {worst.gap:.3e} against {worst.tolerance:.3e}, with {worst.scenario}",
+             f"  faulty {kind}: {gap_words(faulty_result.status, name, worst, relative, item.inexact)}",
              f"  correct {kind}: {correct_result.status}; max gap {correct_result.max_gap:.3e}",
              f"  verdict: {verdict}"]
     if item.inexact:
         lines.append(f"  why: {'; '.join(dict.fromkeys(correct_result.notes))}")
-    lines.append(f"  tolerance: {worst.why or faulty_result.why}")
+    lines.append(f"  tolerance: {tolerance_words(item.property, worst.why or faulty_result.why, item.inexact)}")
     lines += [f"  source: {citation}" for citation in item.citations]
     return "\n".join(lines)
 

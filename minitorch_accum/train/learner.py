@@ -64,6 +64,10 @@ class Learner:
     share of each window (``rank_windows``); the window is summed over the ranks once,
     when it closes; rank 0 alone logs, shows progress and writes files."""
 
+    #: what the line a stop prints says of going on from its checkpoint (``maccum compare``, which
+    #: starts its runs afresh, says so instead)
+    resume_hint = "resume with fit(..., resume=True) or maccum train --resume"
+
     def __init__(self, model: Module, optimizer: Optimizer, config: LearnerConfig,
                  callbacks: Sequence[Callback] = ()) -> None:
         self.step_model = model if hasattr(model, "train_step") else Classifier(model)
@@ -347,7 +351,7 @@ class Learner:
         """A signal came before the first micro-batch (one process): stop with a checkpoint of the start."""
         path = self.checkpoints.restored_from if resume else self._save(epoch, next_batch)
         self._stop.saved()
-        progress.message(f"interrupted: saved {path}; resume with fit(..., resume=True) or maccum train --resume")
+        self._say_stopped(progress, path)
         raise TrainingInterrupted(self._stop.signal or signal.SIGINT, path, self.step)
 
     def _train_epoch(self, epoch: int, loader: DataLoader, start_batch: int, log: MetricsLog | None,
@@ -415,8 +419,12 @@ class Learner:
         if saved_at != (self.step, epoch, next_batch):  # not saved here already (a periodic checkpoint)
             path = self._save(epoch, next_batch)
         self._stop.saved()
-        progress.message(f"interrupted: saved {path}; resume with fit(..., resume=True) or maccum train --resume")
+        self._say_stopped(progress, path)
         raise TrainingInterrupted(signum, path, self.step, self.comm if self.data_parallel is not None else None)
+
+    def _say_stopped(self, progress: Progress, checkpoint: Any) -> None:
+        progress.stop()  # the display ends first, so that nothing of it is printed after the line that says why
+        progress.message(f"interrupted: saved {checkpoint}; {self.resume_hint}")
 
     def _check_output(self, out: Any) -> None:
         if not isinstance(out, TrainOutput):

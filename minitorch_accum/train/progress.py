@@ -138,7 +138,8 @@ class RichProgress(Progress):
         self._bar.console.print(text)
 
     def stop(self) -> None:
-        self._bar.stop()
+        if self._bar.live.is_started:  # once: a stop's line may follow it, then fit ends the display again
+            self._bar.stop()
 
 
 def make_progress(mode: str | Progress = "auto", stream: TextIO | None = None,

@@ -56,6 +56,45 @@ def test_compare_writes_a_real_png_and_a_table(tmp_path: Path, capsys: pytest.Ca
     assert rows[0].split("|")[5] == rows[1].split("|")[5]  # same final loss, to the printed digits
 
 
+def test_compare_names_the_big_batch_by_the_rows_it_really_holds(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    # k x b = 10000 x 64 rows, but digits trains on 1438: the window and the big batch are the whole epoch
+    assert main(["compare", "--dataset", "digits", "--micro-batch", "64", "--accum", "10000", "--epochs", "1",
+                 "--progress", "none", "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "(k x b = 10000 x 64 = 640,000 rows is more than the 1,438 of the training set: the big batch is all " \
+           "of them, as the window is)" in out
+    assert "--- one big batch: micro-batch 1438, k=1" in out and "640000" not in out and "larger than" not in \
+        captured.err
+    assert "| 23 x 64 (accumulated) | 64 | 23 |" in out and "| 1438 (one big batch) | 1438 | 1 |" in out
+    assert "of the activation arrays of 1438 (" in out and "1/23 = 0.043" in out  # k: the epoch's 23
+    record = json.loads((tmp_path / "compare.json").read_text())
+    assert [r["micro_batch"] for r in record["runs"]] == [64, 1438, 64]
+
+
+def test_ctrl_c_in_compare_says_compare_has_no_resume_after_the_bar(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from minitorch_accum.cli import compare_command
+
+    built = compare_command.build_run
+
+    def interrupted(values: dict) -> tuple:
+        learner, train, valid = built(values)
+        learner.stop_request.signal = signal.SIGINT  # a Ctrl-C caught before fit: it stops at its first safe point
+        return learner, train, valid
+
+    monkeypatch.setattr(compare_command, "build_run", interrupted)
+    assert main(["compare", "--dataset", "digits", "--micro-batch", "64", "--accum", "2", "--epochs", "1",
+                 "--progress", "rich", "--out", str(tmp_path)]) == 130
+    captured = capsys.readouterr()
+    bar, said = captured.out.rfind("training (items"), captured.out.find("interrupted: saved")
+    assert 0 <= bar < said  # the bar ends before the line that says why, nothing of it after
+    last = " ".join(captured.out[said:].split())  # rich wraps it at its console's width
+    assert last.endswith("maccum compare has no resume: it starts its three runs afresh, so run it again")
+    assert "maccum train --resume" not in captured.out + captured.err and "resume=True" not in captured.out
+
+
 def test_explain_shows_kernels_and_the_check(capsys: pytest.CaptureFixture) -> None:
     assert main(["explain", "--accum", "3", "--micro-batch", "4"]) == 0
     out = capsys.readouterr().out
@@ -67,6 +106,29 @@ def test_explain_shows_kernels_and_the_check(capsys: pytest.CaptureFixture) -> N
     flat = " ".join(out.split())  # wrapped at 110 columns
     assert f"numerics: this process computes with {numerics_fingerprint().describe()}" in flat
     assert BIT_IDENTITY_NEEDS[1:] in flat
+
+
+def test_explain_shows_the_step_that_folds_the_scale_and_no_pass_that_divides(capsys: pytest.CaptureFixture) -> None:
+    assert main(["explain", "--accum", "3", "--micro-batch", "4"]) == 0
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())  # wrapped at 110 columns
+    # the window's 12 items: 1/12, multiplied inside the step's kernel, never by a pass of its own
+    assert "-> scale 0.0833333, folded into the optimizer's step (below): no pass over the arena divides it" in flat
+    assert ("optimizer step (AdamW): the fused kernel multi_adamw_step (native) read the window's raw sums in the "
+            f"arena (1 launch over {64 * 128 + 128 + 128 * 10 + 10:,} elements) and multiplied them by the scale "
+            "0.0833333 as it updated the parameters") in flat
+    assert "numpy (scale)" not in out and "made apart for this check" in flat
+    assert not [line for line in out.splitlines() if line.startswith("    ") and line.split()[1:2] == ["scale"]]
+
+
+def test_explain_records_the_step_of_the_optimizer_it_is_given() -> None:
+    from minitorch_accum.cli.explain_command import explain_window
+
+    report = explain_window("digits", 3, 4, "mean", "gemm", "float64", optimizer="sgd", lr=0.1)
+    launches = [e for e in report["trace"].events if e.micro_batch < 0]
+    assert [e.kernel for e in launches] == ["multi_sgd_momentum_step"]  # one launch; nothing else passed over
+    assert launches[0].scale == 1 / 3 and report["optimizer"] == "SGD"  # mean: 1/k
+    assert launches[0].param == "0.weight, 0.bias, 2.weight, 2.bias"
 
 
 def test_explain_shows_the_mean_bug_on_sequences(capsys: pytest.CaptureFixture) -> None:
@@ -98,6 +160,34 @@ def test_a_bad_option_is_named_before_anything_is_written(tmp_path: Path, capsys
     err = capsys.readouterr().err
     assert err == f"maccum {command}: error: {said}\n"
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("args", "usage", "said"), [
+    (["compare", "--acum", "8"], "usage: maccum compare ",
+     "maccum compare: error: unrecognized arguments: --acum 8 (did you mean --accum?)"),
+    (["explain", "--acum=8", "--micro-bach", "4"], "usage: maccum explain ",
+     "unrecognized arguments: --acum=8 --micro-bach 4 (did you mean --accum for --acum, --micro-batch for "
+     "--micro-bach?)"),
+    (["precision", "--modle", "chars"], "usage: maccum precision ", "(did you mean --model?)"),
+    (["compre"], "usage: maccum ", "argument command: invalid choice: 'compre', did you mean 'compare'?"),
+    (["train", "--dataset", "digts"], "usage: maccum train ", "invalid choice: 'digts', did you mean 'digits'?"),
+    (["bugs", "shw"], "usage: maccum bugs ", "invalid choice: 'shw', did you mean 'show'?"),
+    (["compare", "--zzzz"], "usage: maccum compare ", "maccum compare: error: unrecognized arguments: --zzzz\n"),
+])
+def test_a_mistyped_option_or_command_is_answered_by_its_command_with_the_closest(
+        capsys: pytest.CaptureFixture, args: list[str], usage: str, said: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and said in err
+
+
+def test_a_bad_k_names_the_option_once(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        main(["precision", "--k", "0,2"])
+    err = capsys.readouterr().err
+    assert err.endswith("maccum precision: error: argument --k: each k must be a positive int, got '0' in '0,2'\n")
 
 
 def _run_piped_into_a_closed_reader(args: list[str]) -> subprocess.CompletedProcess:

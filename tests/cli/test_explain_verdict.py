@@ -44,6 +44,40 @@ def test_mean_over_uneven_micro_batches_shows_the_sizes_and_the_weights() -> Non
     assert f"1/(k n_j) = {weights}" in text and f"1/N = 1/{sum(check.sizes)}" in text
 
 
+def _causes(text: str) -> list[str]:
+    """The numbered causes printed after a NOT EQUAL verdict's "and here is why:"."""
+    lines = text.splitlines()
+    assert lines[0].endswith("and here is why:"), lines[0]
+    return [line for line in lines[1:] if line.startswith("  ") and line.strip()[:2].rstrip(".").isdigit()]
+
+
+def test_mean_nominal_over_uneven_micro_batches_names_the_mean_of_means() -> None:
+    check, text = _explain(dataset="sequences", reduction="mean_nominal", k=4, b=8)
+    assert len(set(check.sizes)) > 1 and len(check.sizes) == 4
+    assert check.gap > check.tolerance >= check.weighted_gap
+    (cause,) = _causes(text)  # the verdict that said "here is why" says it
+    weights = ", ".join(f"1/{4 * n}" for n in check.sizes)
+    assert "a mean of means" in cause and f"1/(K n_j) = {weights} (K = 4)" in cause
+    assert "configured K = 4 micro-batches whatever the window holds" not in text  # the window holds 4
+
+
+def test_mean_nominal_over_equal_micro_batches_says_it_divides_by_k_not_by_the_items() -> None:
+    check, text = _explain(reduction="mean_nominal", k=4, b=8)
+    assert check.sizes == [8] * 4 and check.gap <= check.tolerance
+    assert text.startswith("verdict: EQUAL")
+    assert "by the configured K = 4, which the window holds, so each item weighs 1/(4 x 8) = 1/32" in text
+    assert "divides by its 32 items" not in text
+
+
+def test_mean_nominal_on_a_short_window_names_the_configured_k() -> None:
+    # digits holds 1438 rows: micro-batches of 719 make an epoch of 2, short of the configured 3
+    check, text = _explain(reduction="mean_nominal", k=3, b=719)
+    assert check.sizes == [719, 719] and check.ratio == pytest.approx(2 / 3, rel=1e-9)
+    (cause,) = _causes(text)
+    assert "divides by the configured K = 3 micro-batches whatever the window holds, and this window holds 2" in cause
+    assert "the window is 2/3 of the big batch's gradient" in cause and "mean of means" not in cause
+
+
 def test_sum_is_unequal_because_nothing_divides_and_measures_the_factor() -> None:
     check, text = _explain(reduction="sum")
     assert check.ratio == pytest.approx(12, rel=1e-9)

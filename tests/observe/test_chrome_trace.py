@@ -13,6 +13,7 @@ from minitorch_accum import kernels
 from minitorch_accum.accum import Accumulator
 from minitorch_accum.observe import AccumulationTrace, KernelEvent
 from minitorch_accum.observe.chrome_trace import chrome_trace, rank_trace_path
+from minitorch_accum.observe.memory import array_tracking_available
 from minitorch_accum.optim import SGD
 from tests.accum.helpers import data, mlp, summed_loss
 from tests.trace_events import check_trace_event_format, complete, inside
@@ -76,6 +77,58 @@ def test_every_kernel_runs_inside_the_backward_of_its_micro_batch_and_says_what_
                                                                    else "add_scale")
 
 
+def test_the_fused_step_is_recorded_inside_its_window_as_one_launch_with_the_scale_it_folded_in() -> None:
+    acc, trace = traced_window()
+    (step,) = [e for e in trace.events if e.kernel == "multi_sgd_momentum_step"]
+    sizes = {name: p.size for name, p in acc.model.named_parameters()}
+    assert step.param == ", ".join(sizes) and step.elements == sum(sizes.values())
+    assert step.scale == 1 / (K * 8)  # the window's 1/N items, which no pass applied
+    assert not [e for e in trace.events if e.kernel == "scale"]
+    assert step.micro_batch == -1 and step.bytes == kernels.bytes_moved(step.kernel, step.elements, 4, 4)
+    events = chrome_trace([trace])["traceEvents"]
+    (window,) = complete(events, "ProfilerStep#0")
+    (launch,) = complete(events, cat="optimizer")
+    assert launch["name"] == "multi_sgd_momentum_step" and launch["tid"] == window["tid"]
+    assert inside(launch, window, slack_us=0.002)
+    assert launch["args"]["grad_scale"] == 1 / (K * 8) and launch["args"]["path"] == "native"
+
+
+@pytest.mark.skipif(not array_tracking_available(), reason="this NumPy has no data-memory handlers")
+def test_the_bytes_alive_counter_is_the_bytes_of_the_arrays_made() -> None:
+    trace = AccumulationTrace(memory="frames", name="known")
+    with trace.recording_memory():
+        first = np.empty(1000)  # 8,000 B
+        second = np.empty((30, 50), dtype=np.float32)  # 6,000 B
+        del first
+        third = np.empty(2500)  # 20,000 B (np.ones would add its fill value's 8-byte temporaries)
+    events = chrome_trace([trace])["traceEvents"]
+    alive = [e["args"]["bytes"] for e in events if e["name"] == "known: array bytes alive (allocated while recording)"]
+    assert alive == [0, 8000, 14000, 6000, 26000] and alive[-1] == second.nbytes + third.nbytes
+
+
+@pytest.mark.skipif(not array_tracking_available(), reason="this NumPy has no data-memory handlers")
+def test_the_bytes_alive_counter_of_a_window_follows_every_recorded_event() -> None:
+    trace = AccumulationTrace(memory="frames")
+    acc = Accumulator(mlp("float32", hidden=64), steps=K, trace=trace)
+    x, y = data(n=24)
+    with trace.recording_memory():
+        for i in range(K):
+            with acc.micro_batch():
+                acc.backward(summed_loss(acc.model, x[i * 8:(i + 1) * 8], y[i * 8:(i + 1) * 8], "float32"),
+                             num_items=8)
+        optimizer = SGD(lr=0.1, momentum=0.9)
+        optimizer.step(acc.model, acc)
+    level, expected = 0, [0]
+    for _, _, nbytes, _, _ in trace.memory.events:
+        level += nbytes
+        expected.append(level)
+    counter = [e["args"]["bytes"] for e in chrome_trace([trace])["traceEvents"]
+               if e["name"] == "array bytes alive (allocated while recording)"]
+    assert counter == expected and max(counter) == trace.memory.peak > 0
+    # what stays is what the step made: a momentum buffer per parameter
+    assert counter[-1] == sum(slots["momentum_buffer"].nbytes for slots in optimizer.state.values())
+
+
 @pytest.mark.parametrize("path", ["reference", "emulated"])
 def test_the_path_of_each_kernel_is_the_one_that_ran(path: str) -> None:
     with kernels.use_path(path):
@@ -89,7 +142,8 @@ def test_the_kernel_view_and_the_chrome_view_are_the_same_records(tmp_path: Path
     _, trace = traced_window()
     trace.save_json(tmp_path / "events.json")
     saved = json.loads((tmp_path / "events.json").read_text())
-    writes = complete(chrome_trace([trace])["traceEvents"], cat="kernel")
+    events = chrome_trace([trace])["traceEvents"]
+    writes = complete(events, cat="kernel") + complete(events, cat="optimizer")  # the step's launch comes last
     assert len(saved["events"]) == len(writes) == len(trace)
     for record, event in zip(saved["events"], writes, strict=True):
         assert (record["kernel"], record["param"], record["path"]) == (event["name"], event["args"]["param"],

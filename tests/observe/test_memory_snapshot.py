@@ -113,6 +113,43 @@ def test_the_snapshot_holds_every_event_with_frames_naming_the_op() -> None:
     assert "4 x 8 / optimizer step" in kept  # SGD's momentum, made at the first step
 
 
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def test_the_snapshot_holds_the_bytes_of_the_arrays_made_no_more_no_less() -> None:
+    # arrays of known sizes (above NumPy's small-block cache): the snapshot says what they hold
+    trace = AccumulationTrace(memory="frames", name="known")
+    with trace.recording_memory():
+        first = np.empty(1000)  # 8,000 B
+        second = np.empty((30, 50), dtype=np.float32)  # 6,000 B
+        made = [(_address(first), 8000), (_address(second), 6000)]
+        del first
+        third = np.empty(2500)  # 20,000 B (np.ones would add its fill value's 8-byte temporaries)
+        made.append((_address(third), 20000))
+    events = memory_snapshot([trace.memory], labels=["known"])["device_traces"][0]
+    assert [(e["addr"], e["size"]) for e in events if e["action"] == "alloc"] == made
+    assert [(e["addr"], e["size"]) for e in events if e["action"] == "free_completed"] == made[:1]
+    segments = memory_snapshot([trace.memory])["segments"]
+    assert sorted((s["address"], s["total_size"]) for s in segments) == sorted(made[1:])
+    assert sum(s["total_size"] for s in segments) == 26000 == second.nbytes + third.nbytes
+
+
+def test_the_snapshot_of_a_window_adds_up_to_what_the_recorder_recorded() -> None:
+    trace = recorded_window(4, 8, "4 x 8")
+    recording = trace.memory
+    events = memory_snapshot([recording], labels=["4 x 8"])["device_traces"][0]
+    allocated = sum(e["size"] for e in events if e["action"] == "alloc")
+    freed = sum(e["size"] for e in events if e["action"] == "free_completed")
+    made = sum(n for _, _, n, _, _ in recording.events if n > 0)
+    persistent = sum(n for _, n, _ in recording.persistent)
+    assert allocated == made + persistent and freed == -sum(n for _, _, n, _, _ in recording.events if n < 0)
+    # the persistent blocks are the arena and the parameters, by their own sizes
+    arena = [n for _, n, what in recording.persistent if what.startswith("gradient arena")]
+    assert arena and sum(arena) == [n for track, _, n in trace.counters if track == "arena bytes"][-1]
+    assert persistent - sum(arena) == sum(p.data.nbytes for p in mlp("float64", hidden=32).parameters())
+
+
 def test_two_recordings_follow_each_other_and_the_first_ends_empty() -> None:
     window, batch = recorded_window(4, 4, "4 x 4"), recorded_window(1, 16, "1 x 16")
     snapshot = memory_snapshot([window.memory, batch.memory], labels=["4 x 4", "1 x 16"])

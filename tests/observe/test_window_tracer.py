@@ -45,3 +45,24 @@ def test_events_carry_the_window_and_micro_batch_the_accumulator_holds() -> None
     steps = [s for s in acc.trace.spans if s.name.startswith("ProfilerStep#")]
     assert [(s.name, s.args["micro_batches"], s.args["items"]) for s in steps] == [("ProfilerStep#0", 2, 6),
                                                                                    ("ProfilerStep#1", 2, 6)]
+
+
+def test_a_micro_batch_span_holds_its_forward_and_backward_from_the_same_instant() -> None:
+    model = mlp("float64")
+    x, y = data()
+    acc = Accumulator(model, steps=3, fusion="leaf", accum_dtype="float64", trace=True)
+    for i in range(3):
+        with acc.micro_batch():
+            loss = summed_loss(model, x[3 * i:3 * i + 3], y[3 * i:3 * i + 3], "float64")
+            acc.backward(loss, num_items=3)
+    spans = acc.trace.spans
+    micro = [s for s in spans if s.name.startswith("micro-batch ")]
+    assert [s.name for s in micro] == ["micro-batch 0", "micro-batch 1", "micro-batch 2"]
+    for phase in ("forward", "backward"):
+        inner = [s for s in spans if s.name == phase]
+        assert len(inner) == 3
+        for span, outer in zip(inner, micro, strict=True):
+            assert outer.lane == span.lane and outer.start <= span.start  # never before the span that holds it
+            assert span.start + span.seconds <= outer.start + outer.seconds
+    # the forward is the micro-batch's from its first instant: the two begin together
+    assert [s.start for s in spans if s.name == "forward"] == [s.start for s in micro]
