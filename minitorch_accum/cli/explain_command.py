@@ -26,7 +26,7 @@ from minitorch_accum.backend.numerics import numerics_fingerprint
 from minitorch_accum.cli.explain_verdict import check_window, numerics_lines, verdict_lines
 from minitorch_accum.cli.explain_views import wanted, write_window_views
 from minitorch_accum.cli.tasks import load_task
-from minitorch_accum.cli.train_command import make_optimizer
+from minitorch_accum.cli.training_run import make_optimizer
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, rank_windows
 from minitorch_accum.distributed.launch import make_communicator
