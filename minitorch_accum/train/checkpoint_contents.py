@@ -29,7 +29,7 @@ from minitorch_accum.backend.numerics import NumericsFingerprint
 from minitorch_accum.data import DataLoader
 from minitorch_accum.nn import functional as F
 from minitorch_accum.train.checkpoint import CheckpointError
-from minitorch_accum.train.run_settings import upgrade_record
+from minitorch_accum.train.run_settings import micro_batch_record, upgrade_record
 from minitorch_accum.train.step import Classifier
 from minitorch_accum.train.window_record import WindowTotals
 
@@ -247,7 +247,7 @@ def _check_position(learner: Learner, state: dict[str, Any], loader: DataLoader)
     if "settings" not in state:
         return  # a record of the first layout does not say how large its windows were
     settings = upgrade_record(state["settings"])
-    if settings.get("micro_batch") not in (None, loader.batch_size):
+    if settings.get("micro_batch") not in (None, micro_batch_record(loader)):
         return  # an allowed change of the micro-batch: positions were counted in the old one
     epoch, next_batch, step = state["epoch"], state["next_batch"], state["step"]
     meta, world = state["accumulator"], state["world_size"]

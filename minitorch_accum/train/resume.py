@@ -46,6 +46,8 @@ from minitorch_accum.train.run_settings import (
     SettingsMismatchError,
     compare_settings,
     describe_changes,
+    describe_micro_batch,
+    micro_batch_record,
     record_settings,
     rescale_k,
     upgrade_record,
@@ -110,7 +112,7 @@ class LearnerCheckpoints:
     def record(self, loader: DataLoader) -> dict[str, Any]:
         """This run's settings, for the checkpoints and the resume comparison."""
         learner = self.learner
-        return record_settings(learner.config, loader.batch_size, learner.world_size, learner.optimizer)
+        return record_settings(learner.config, micro_batch_record(loader), learner.world_size, learner.optimizer)
 
     # ---------------------------------------------------------------- save
     def save(self, epoch: int, next_batch: int) -> Path | None:
@@ -176,7 +178,7 @@ class LearnerCheckpoints:
                 progress.message(
                     f"resuming a run of {saved_world} rank(s) on {learner.world_size}: k per rank "
                     f"{config.grads_accumulation} -> {k}, so each window keeps {saved['window_micro_batches']} "
-                    f"micro-batches of {loader.batch_size} items")
+                    f"micro-batches of {describe_micro_batch(loader)}")
                 config.grads_accumulation = k
             if config.accumulation_schedule is not None and \
                     self.settings["accumulation_schedule"] != saved["accumulation_schedule"]:
