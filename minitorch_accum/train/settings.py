@@ -21,7 +21,9 @@ command runs. A new setting is one row here plus its use.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +118,15 @@ def _scheduler(name: str, value: Any) -> Any:
     return value
 
 
+def _pace(name: str, value: Any) -> float:
+    if isinstance(value, str):  # the command line's text
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be seconds >= 0, got {value!r}")
+    return float(value)
+
+
 def _png_name(name: str, value: Any) -> Path | None:
     if value is None:
         return None
@@ -206,10 +217,15 @@ SETTINGS: tuple[Setting, ...] = (
             "the array bytes alive, the close, the step) beside one batch of the same items, as a PNG; its directory "
             "must exist and take new files (checked before anything runs)",
             target="command", resume=True, flag="--figure", commands=("explain",), output="file"),
-    Setting("tui", Flag(), False, "watch the run in a terminal monitor (Textual): loss and accuracy per optimizer "
-            "step, the window filling, memory, items/s, lr, checkpoints; q stops at the window's end with a "
-            "checkpoint (without a terminal: the plain progress)", target="command", resume=True, flag="--tui",
-            commands=("train",)),
+    Setting("tui", Flag(), False, "watch the run in a terminal monitor (Textual, after Burn's): metric tabs (loss, "
+            "accuracy, lr, gradient norm, items/s or tokens/s) with full, recent and summary views, the status "
+            "(micro-step k/K, effective batch), progress and ETA, the window filling and its memory, checkpoints; "
+            "q asks: stop at the window's end with a checkpoint, kill now without one, or cancel (without a "
+            "terminal: the plain progress)", target="command", resume=True, flag="--tui", commands=("train",)),
+    Setting("pace", Optional(Value(_pace, "seconds >= 0")), None,
+            "with --tui: seconds an optimizer step takes at least, so a small task can be watched (0: full speed; "
+            "default: a run is stretched to about 30 s, at most 1 s a step; the items/s shown leave the wait out)",
+            target="command", resume=True, flag="--pace", commands=("train",)),
     Setting("devices", Value(_devices, "a list of devices"), ("cpu",),
             "cpu or cuda[:N] (data-parallel: each rank its own GPU)", resume=True, flag="--device", cli_default="cpu",
             per_rank=True),
