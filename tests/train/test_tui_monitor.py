@@ -134,8 +134,9 @@ def test_a_finished_run_shows_every_panel_whole_and_says_the_run_is_finished(tmp
             await pilot.press("down", "down")
             summary = _content(app, "#metrics")
             assert "accuracy: summary of the run" in summary
-            train_valid = next(row for row in summary if row.startswith("last"))
-            assert train_valid.split()[1:] == [f"{last['accuracy']:.4g}", f"{learner.history.valid[-1]['accuracy']:.4g}"]
+            last_row = next(row for row in summary if row.startswith("last"))
+            valid = learner.history.valid[-1]
+            assert last_row.split()[1:] == [f"{last['accuracy']:.4g}", f"{valid['accuracy']:.4g}"]
             await pilot.press("q")  # the run is over: q closes the monitor
         assert app.error is None and app.result is not None
 
