@@ -11,11 +11,11 @@ may change it. From this table come:
 
 Where a row goes (``target``): ``learner`` rows are fields of LearnerConfig; ``task`` rows are
 what the command line builds the model, data and optimizer from (recorded under ``run.``);
-``loader`` is the micro-batch, the DataLoader's batch size (the Learner records it); ``command``
-rows steer one invocation and are never recorded. Data-parallel ranks must hold the same value of
-every learner row (``train/run_agreement.py`` checks it at the start), except a ``per_rank`` one.
-A row with an ``output`` names a path the command writes, checked by ``check_outputs`` before the
-command runs. A new setting is one row here plus its use.
+``loader`` is the micro-batch, the DataLoader's batch size (the Learner records it, or a
+TokenBudgetLoader's budget); ``command`` rows steer one invocation and are never recorded.
+Data-parallel ranks must hold the same value of every learner row (``train/run_agreement.py``
+checks it at the start), except a ``per_rank`` one. A row with an ``output`` names a path the
+command writes, checked by ``check_outputs`` before the command runs. A new setting is one row here plus its use.
 """
 
 from __future__ import annotations
