@@ -15,7 +15,8 @@ what the command line builds the model, data and optimizer from (recorded under 
 TokenBudgetLoader's budget); ``command`` rows steer one invocation and are never recorded.
 Data-parallel ranks must hold the same value of every learner row (``train/run_agreement.py``
 checks it at the start), except a ``per_rank`` one. A row with an ``output`` names a path the
-command writes, checked by ``check_outputs`` before the command runs. A new setting is one row here plus its use.
+command writes, checked by ``check_outputs`` before the command runs. A new setting is one row
+here plus its use.
 """
 
 from __future__ import annotations
