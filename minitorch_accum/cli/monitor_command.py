@@ -8,10 +8,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from minitorch_accum.cli.training_run import build_run
-from minitorch_accum.train import History, TrainingInterrupted
+from minitorch_accum.train import History, TrainingAborted, TrainingInterrupted
 from minitorch_accum.train.tui import tui_missing
 
-__all__ = ["monitor_unavailable", "train_with_monitor"]
+__all__ = ["UNITS", "monitor_unavailable", "train_with_monitor"]
+
+#: what the items of each built-in task are (the monitor's rate is named by them: tokens/s for the text tasks)
+UNITS = {"digits": "images", "sequences": "tokens", "chars": "tokens"}
 
 
 def monitor_unavailable() -> str | None:
@@ -25,11 +28,13 @@ def monitor_unavailable() -> str | None:
 
 
 def train_with_monitor(values: Mapping[str, Any]) -> History | None:
-    """Train as ``run_training`` does, shown in the monitor; None when q stopped the run (said here)."""
+    """Train as ``run_training`` does, shown in the monitor at ``--pace`` (None: the automatic pace);
+    None when q stopped the run (said here). A kill (q, then k) is said here and raised on
+    (TrainingAborted: ``maccum train`` exits with status 130)."""
     from minitorch_accum.train.tui.monitor_app import TrainingMonitor
     from minitorch_accum.train.tui.monitor_progress import MonitorProgress
 
-    progress = MonitorProgress()
+    progress = MonitorProgress(pace=values["pace"], unit=UNITS.get(values["dataset"], "items"))
     learner, train, valid = build_run({**values, "progress": progress})
     progress.watch(learner)
     app = TrainingMonitor(progress, lambda: learner.fit(train, valid, resume=values["resume"],
@@ -42,6 +47,13 @@ def train_with_monitor(values: Mapping[str, Any]) -> History | None:
             learner.stop_request.signal = signal.SIGINT
             app.done.wait()
     if app.error is not None:
+        if isinstance(app.error, TrainingAborted) and progress.kill_asked.is_set():
+            last = progress.last_checkpoint()
+            print(f"maccum train: killed with q, k in the window of optimizer step {learner.step + 1}, without a "
+                  "checkpoint; "
+                  + (f"--resume goes on from {last}" if last is not None else "no checkpoint was saved"),
+                  file=sys.stderr)
+            raise app.error
         if isinstance(app.error, TrainingInterrupted) and progress.stopped_at_window_end:
             print(f"maccum train: stopped with q at the end of optimizer step {learner.step}'s window; saved "
                   f"{app.error.checkpoint}; continue with maccum train --resume")

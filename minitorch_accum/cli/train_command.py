@@ -42,6 +42,8 @@ def train_command(values: Mapping[str, Any]) -> int:
 
 
 def _train(values: Mapping[str, Any], stop: StopRequest) -> History | None:
+    if values["pace"] is not None and not values["tui"]:
+        raise ValueError("--pace slows the terminal monitor down to be watched: give it with --tui")
     if values["tui"]:
         why_not = monitor_unavailable()
         if why_not is None:

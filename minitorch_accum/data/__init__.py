@@ -1,4 +1,5 @@
-"""Data: the DataLoader whose micro-batches tile one shuffled order, and small datasets (digits,
+"""Data: the DataLoader whose micro-batches tile one shuffled order, the TokenBudgetLoader whose
+micro-batches are cut by a token budget, and small datasets (digits,
 padded sentences, chunks of a Shakespeare text for a character transformer)."""
 
 from minitorch_accum.data.chars import DEFAULT_BLOCK_SIZE, CharDataset, load_chars
@@ -10,6 +11,7 @@ from minitorch_accum.data.datasets import (
     load_sequences,
 )
 from minitorch_accum.data.loader import DataLoader, Dataset
+from minitorch_accum.data.token_budget import TokenBudgetLoader
 
 #: the built-in data sets (the ``maccum`` tasks train one each)
 DATASETS = ("digits", "sequences", "chars")
@@ -23,6 +25,7 @@ __all__ = [
     "DataLoader",
     "Dataset",
     "SequenceDataset",
+    "TokenBudgetLoader",
     "load_chars",
     "load_digits",
     "load_sequences",

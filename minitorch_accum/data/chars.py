@@ -55,6 +55,11 @@ class CharDataset:
         return len(self.vocab)
 
     @property
+    def lengths(self) -> np.ndarray:
+        """The tokens of each chunk: ``block_size``, all alike (what ``TokenBudgetLoader`` counts)."""
+        return np.full(len(self), self.block_size, dtype=np.int64)
+
+    @property
     def num_items(self) -> int:
         """Target characters over all chunks: the items of one epoch."""
         return len(self) * self.block_size

@@ -66,6 +66,12 @@ class SequenceDataset:
     def vocab_size(self) -> int:
         return len(self.vocab)
 
+    @property
+    def lengths(self) -> np.ndarray:
+        """The positions of each sequence in a batch (its length less one: inputs and targets are
+        shifted by one), before padding; what ``TokenBudgetLoader`` counts."""
+        return np.array([len(s) - 1 for s in self.sequences], dtype=np.int64)
+
     def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         chosen = [self.sequences[i] for i in indices]
         width = max(len(s) for s in chosen) - 1

@@ -6,7 +6,7 @@ from typing import Any
 
 from minitorch_accum import kernels
 from minitorch_accum.optim.fused_groups import group_for_fused_step
-from minitorch_accum.optim.hyperparameter_checks import check_positive, check_range, params_or_lr
+from minitorch_accum.optim.hyperparameter_checks import check_positive, check_range, check_rate, params_or_lr
 from minitorch_accum.optim.optimizer import Optimizer, Params, UpdateEntry
 
 __all__ = ["Adam", "AdamW"]
@@ -38,7 +38,7 @@ class Adam(Optimizer):
         if isinstance(betas, str) or not hasattr(betas, "__len__") or len(betas) != 2:
             raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
         return {
-            "lr": check_positive("lr", h["lr"]),
+            "lr": check_rate("lr", h["lr"]),
             "betas": (check_range("beta1", betas[0], 0.0, 1.0), check_range("beta2", betas[1], 0.0, 1.0)),
             "eps": check_positive("eps", h["eps"]),
             "weight_decay": check_range("weight_decay", h["weight_decay"], 0.0, float("inf")),

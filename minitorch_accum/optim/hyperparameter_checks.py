@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_flag", "check_number", "check_positive", "check_range", "params_or_lr"]
+__all__ = ["check_flag", "check_number", "check_positive", "check_range", "check_rate", "params_or_lr"]
 
 
 def params_or_lr(
@@ -50,6 +50,16 @@ def check_positive(name: str, value: object) -> float:
     number = check_number(name, value)
     if not number > 0:
         raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return number
+
+
+def check_rate(name: str, value: object) -> float:
+    """A learning rate: a number at or above 0. PyTorch's SGD and AdamW take 0 (the parameters then
+    stay as they are, the optimizer's state still advances), and a schedule may start there (Hugging
+    Face's warmup gives the first step 0); a negative rate would climb the loss, so it is refused."""
+    number = check_number(name, value)
+    if not number >= 0:
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
     return number
 
 

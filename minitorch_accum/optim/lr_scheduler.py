@@ -9,6 +9,13 @@ lr=)``, which scales every group by it (the Learner does that once per optimizer
 values match PyTorch's step for step: ``LambdaLR``, ``OneCycleLR``, ``SequentialLR`` and
 ``StepLR`` exactly, ``CosineAnnealingLR`` to rounding within its ``total_steps`` (PyTorch steps
 it recursively; after ``total_steps`` this one stays at ``min_lr`` where PyTorch's rises again).
+
+A warmup of W steps ramps linearly, but the peers disagree on where the ramp starts, so each
+convention is offered by name (``warmup=``, ``WARMUPS``): ``"linear"`` (this library's, and the
+default) gives step s the fraction (s + 1) / W, so the first step moves and step W - 1 has the full
+rate; ``"nanogpt"`` is nanoGPT's ``get_lr``, (s + 1) / (W + 1), which never reaches the full rate
+inside the warmup; ``"huggingface"`` is transformers' ``get_*_schedule_with_warmup``, s / W, whose
+first step has rate 0 (which the optimizers accept, as PyTorch's do).
 """
 
 from __future__ import annotations
@@ -22,8 +29,22 @@ from typing import Any
 from minitorch_accum.optim.hyperparameter_checks import check_positive
 from minitorch_accum.optim.optimizer import Optimizer
 
-__all__ = ["ConstantLR", "CosineAnnealingLR", "LRScheduler", "LambdaLR", "LinearWarmupLR", "OneCycleLR",
+__all__ = ["WARMUPS", "ConstantLR", "CosineAnnealingLR", "LRScheduler", "LambdaLR", "LinearWarmupLR", "OneCycleLR",
            "SequentialLR", "StepLR"]
+
+#: the warmup conventions by name, each the fraction of the rate at 0-based step s of a warmup of W steps
+WARMUPS: dict[str, tuple[str, Callable[[int, int], float]]] = {
+    "linear": ("(step + 1) / W", lambda step, warmup: (step + 1) / warmup),
+    "nanogpt": ("(step + 1) / (W + 1)", lambda step, warmup: (step + 1) / (warmup + 1)),
+    "huggingface": ("step / W", lambda step, warmup: step / warmup),
+}
+
+
+def _warmup_name(scheduler: str, name: object) -> str:
+    if not isinstance(name, str) or name not in WARMUPS:
+        known = ", ".join(f"{key!r} ({formula})" for key, (formula, _) in WARMUPS.items())
+        raise ValueError(f"{scheduler}: warmup must be one of {known}, got {name!r}")
+    return name
 
 
 class LRScheduler(ABC):
@@ -68,28 +89,34 @@ class ConstantLR(LRScheduler):
 
 
 class LinearWarmupLR(LRScheduler):
-    """Linear ramp from ``start_factor * lr`` to ``lr`` over ``warmup_steps``, then constant."""
+    """Linear ramp from ``start_factor * lr`` to ``lr`` over ``warmup_steps``, then constant;
+    ``warmup`` names where the ramp starts (the module's docstring; ``"huggingface"`` is
+    transformers' ``get_constant_schedule_with_warmup``)."""
 
-    def __init__(self, lr: float, warmup_steps: int, start_factor: float = 0.0) -> None:
+    def __init__(self, lr: float, warmup_steps: int, start_factor: float = 0.0, warmup: str = "linear") -> None:
         super().__init__()
         if warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
         self.lr = _positive("lr", lr)
         self.warmup_steps = warmup_steps
         self.start_factor = start_factor
+        self.warmup = _warmup_name("LinearWarmupLR", warmup)
 
     def lr_at(self, step: int) -> float:
         if step >= self.warmup_steps:
             return self.lr
-        # the first step gets a small non-zero rate: (step + 1) / warmup of the way up
-        fraction = (step + 1) / self.warmup_steps
+        fraction = WARMUPS[self.warmup][1](step, self.warmup_steps)
         return self.lr * (self.start_factor + (1.0 - self.start_factor) * fraction)
 
 
 class CosineAnnealingLR(LRScheduler):
-    """Cosine decay from ``lr`` to ``min_lr`` over ``total_steps``, after an optional linear warmup."""
+    """Cosine decay from ``lr`` to ``min_lr`` over ``total_steps``, after an optional linear warmup
+    whose start ``warmup`` names (the module's docstring): ``warmup="huggingface"`` gives transformers'
+    ``get_cosine_schedule_with_warmup(opt, warmup_steps, total_steps)`` step for step,
+    ``warmup="nanogpt"`` nanoGPT's ``get_lr`` with ``lr_decay_iters=total_steps``."""
 
-    def __init__(self, lr: float, total_steps: int, min_lr: float = 0.0, warmup_steps: int = 0) -> None:
+    def __init__(self, lr: float, total_steps: int, min_lr: float = 0.0, warmup_steps: int = 0,
+                 warmup: str = "linear") -> None:
         super().__init__()
         if total_steps <= 0 or warmup_steps < 0 or warmup_steps >= total_steps + 1:
             raise ValueError(f"need total_steps > 0 and 0 <= warmup_steps <= total_steps, got "
@@ -98,10 +125,11 @@ class CosineAnnealingLR(LRScheduler):
         self.total_steps = total_steps
         self.min_lr = min_lr
         self.warmup_steps = warmup_steps
+        self.warmup = _warmup_name("CosineAnnealingLR", warmup)
 
     def lr_at(self, step: int) -> float:
         if step < self.warmup_steps:
-            return self.lr * (step + 1) / self.warmup_steps
+            return self.lr * WARMUPS[self.warmup][1](step, self.warmup_steps)
         span = max(self.total_steps - self.warmup_steps, 1)
         progress = min(step - self.warmup_steps, span) / span
         return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1.0 + math.cos(math.pi * progress))

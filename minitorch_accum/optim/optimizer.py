@@ -38,7 +38,7 @@ from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.nn import Module, Param
 from minitorch_accum.optim.fused_groups import FusedGroup
 from minitorch_accum.optim.grad_source import GradientWindow, StepRecorder, WindowSource, gradient_window
-from minitorch_accum.optim.hyperparameter_checks import check_positive
+from minitorch_accum.optim.hyperparameter_checks import check_rate
 
 __all__ = ["Optimizer", "ParamGroup", "Params", "UpdateEntry"]
 
@@ -89,7 +89,7 @@ class Optimizer(ABC):
     # ------------------------------------------------------ hyperparameters
     def _validated(self, hyperparameters: dict[str, Any]) -> dict[str, Any]:
         """The hyperparameters checked (and normalized); subclasses check theirs."""
-        return {"lr": check_positive("lr", hyperparameters["lr"])}
+        return {"lr": check_rate("lr", hyperparameters["lr"])}
 
     def add_param_group(self, group: ParamGroup) -> None:
         """Add a group ``{"params": [...], <hyperparameter>: value, ...}``; what it does not set
@@ -181,7 +181,12 @@ class Optimizer(ABC):
             raise ValueError(f"{self._name}.update: got {len(grouped)} lists of entries for "
                              f"{len(self.param_groups)} parameter groups")
         base = self.defaults["lr"]
-        target = base if lr is None else check_positive("lr", lr)
+        target = base if lr is None else check_rate("lr", lr)
+        if base == 0 and target != 0 and any(g["lr"] != 0 for g in self.param_groups):
+            # a group's rate is scaled by lr / opt.lr: with opt.lr 0 there is no ratio to scale by
+            raise ValueError(f"{self._name}.step: lr={target!r} cannot scale the parameter groups' own rates when "
+                             "the optimizer's lr is 0 (each group's rate is multiplied by lr / opt.lr); give the "
+                             "optimizer the rate its schedule multiplies")
         self.step_count += 1
         for group, entries in zip(self.param_groups, grouped, strict=True):
             if not entries:

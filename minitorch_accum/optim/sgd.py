@@ -6,7 +6,7 @@ from typing import Any
 
 from minitorch_accum import kernels
 from minitorch_accum.optim.fused_groups import group_for_fused_step
-from minitorch_accum.optim.hyperparameter_checks import check_flag, check_positive, check_range, params_or_lr
+from minitorch_accum.optim.hyperparameter_checks import check_flag, check_range, check_rate, params_or_lr
 from minitorch_accum.optim.optimizer import Optimizer, Params, UpdateEntry
 
 __all__ = ["SGD"]
@@ -35,7 +35,7 @@ class SGD(Optimizer):
     def _validated(self, hyperparameters: dict[str, Any]) -> dict[str, Any]:
         h = hyperparameters
         checked = {
-            "lr": check_positive("lr", h["lr"]),
+            "lr": check_rate("lr", h["lr"]),
             "momentum": check_range("momentum", h["momentum"], 0.0, 1.0),
             "weight_decay": check_range("weight_decay", h["weight_decay"], 0.0, float("inf")),
             "nesterov": check_flag("nesterov", h["nesterov"]),

@@ -31,7 +31,7 @@ from minitorch_accum.nn import Module
 from minitorch_accum.nn import functional as F
 from minitorch_accum.train.checkpoint import CheckpointError
 from minitorch_accum.train.run_parts import RunParts
-from minitorch_accum.train.run_settings import upgrade_record
+from minitorch_accum.train.run_settings import micro_batch_record, upgrade_record
 from minitorch_accum.train.step import Classifier
 from minitorch_accum.train.window_record import WindowTotals
 
@@ -229,7 +229,7 @@ def _window_size(settings: dict[str, Any], epoch: int) -> int | None:
     if isinstance(schedule, dict) and schedule:
         starts = [int(e) for e in schedule if str(e).isdigit() and int(e) <= epoch]
         k = schedule.get(str(max(starts))) if starts else None
-    elif settings.get("effective_batch") and settings.get("micro_batch"):
+    elif settings.get("effective_batch") and type(settings.get("micro_batch")) is int:
         size = settings["effective_batch"] // settings["micro_batch"]
         return size if type(size) is int and size > 0 else None
     else:
@@ -250,7 +250,7 @@ def _check_position(model: Module, state: dict[str, Any], loader: DataLoader) ->
     if "settings" not in state:
         return  # a record of the first layout does not say how large its windows were
     settings = upgrade_record(state["settings"], state["world_size"])
-    if settings.get("micro_batch") not in (None, loader.batch_size):
+    if settings.get("micro_batch") not in (None, micro_batch_record(loader)):
         return  # an allowed change of the micro-batch: positions were counted in the old one
     epoch, next_batch, step = state["epoch"], state["next_batch"], state["step"]
     meta, world = state["accumulator"], state["world_size"]

@@ -162,6 +162,10 @@ class Learner:
                                  "give one for epoch 0")
             return config.accumulation_schedule[starts[-1]]
         if config.effective_batch is not None:
+            if loader.batch_size is None:
+                raise ValueError(f"effective_batch counts the items of a window in micro-batches of a fixed size; the "
+                                 f"micro-batches of {loader!r} hold as many items as fit its budget: set "
+                                 "grads_accumulation (k), the micro-batches per window, instead")
             per_window = loader.batch_size * self.world_size
             ranks = f" x {self.world_size} ranks" if self.world_size > 1 else ""
             if per_window > config.effective_batch:

@@ -65,6 +65,9 @@ def plan_learner_micro_batch(run: RunParts, loader: DataLoader) -> tuple[DataLoa
     configuration to keep the effective batch), measured on two trial micro-batches of its own model
     and arena; and the plan."""
     config = run.config
+    if loader.batch_size is None:
+        raise MemoryBudgetError(f"memory_budget chooses how many items a micro-batch holds; the micro-batches of "
+                                f"{loader!r} are cut by its token budget: choose max_tokens to fit the memory instead")
     effective = config.effective_batch or loader.batch_size * config.grads_accumulation
     dataset = loader.dataset
     # the trial micro-batches write into the learner's own arena: the window is empty

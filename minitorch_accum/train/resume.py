@@ -47,6 +47,8 @@ from minitorch_accum.train.run_settings import (
     SettingsMismatchError,
     compare_settings,
     describe_changes,
+    describe_micro_batch,
+    micro_batch_record,
     record_settings,
     rescale_k,
     upgrade_record,
@@ -121,7 +123,7 @@ class LearnerCheckpoints:
     def record(self, loader: DataLoader) -> dict[str, Any]:
         """This run's settings, for the checkpoints and the resume comparison."""
         run = self.run
-        return record_settings(run.config, loader.batch_size, run.comm.world_size, run.optimizer)
+        return record_settings(run.config, micro_batch_record(loader), run.comm.world_size, run.optimizer)
 
     # ---------------------------------------------------------------- save
     def save(self, epoch: int, next_batch: int, step: int, validated: bool, window: WindowTotals) -> Path | None:
@@ -206,7 +208,7 @@ class LearnerCheckpoints:
             k = rescale_k(saved_k, saved_world, world)
             progress.message(
                 f"resuming a run of {saved_world} rank(s) on {world}: k per rank {saved_k} -> {k}, so each "
-                f"window keeps {saved_k * saved_world} micro-batches of {loader.batch_size} items")
+                f"window keeps {saved_k * saved_world} micro-batches of {describe_micro_batch(loader)}")
             config.grads_accumulation = k
         schedule = saved["accumulation_schedule"]
         if schedule is not None and self.settings["accumulation_schedule"] == schedule:

@@ -24,7 +24,7 @@ import numpy as np
 from minitorch_accum.data import DataLoader
 from minitorch_accum.nn import Module
 from minitorch_accum.train.run_parts import RunParts
-from minitorch_accum.train.run_settings import record_settings
+from minitorch_accum.train.run_settings import micro_batch_record, record_settings
 from minitorch_accum.train.settings import SETTINGS
 
 __all__ = ["data_description", "describe_run", "model_description", "settings_description"]
@@ -60,7 +60,7 @@ def _flatten(record: Mapping[str, Any], prefix: str) -> dict[str, Any]:
 def settings_description(run: RunParts, loader: DataLoader, resume: bool) -> dict[str, Any]:
     """The settings every rank must share, by name (recorded ones and those that shape collectives)."""
     config = run.config
-    recorded = record_settings(config, loader.batch_size, run.comm.world_size, run.optimizer)
+    recorded = record_settings(config, micro_batch_record(loader), run.comm.world_size, run.optimizer)
     description = _flatten(recorded, "")
     for row in SETTINGS:
         if row.target == "learner" and not row.per_rank and row.name not in description:
@@ -92,7 +92,7 @@ def data_description(loader: DataLoader) -> dict[str, Any]:
     for first in range(0, n, _CHUNK_ITEMS):
         _update(content, dataset.get_batch(np.arange(first, min(first + _CHUNK_ITEMS, n))))
     order = hashlib.blake2b(np.ascontiguousarray(loader.order(0)).view(np.uint8).tobytes(), digest_size=8)
-    return {"data.items": n, "data.batch_size": loader.batch_size, "data.shuffle": bool(loader.shuffle),
+    return {"data.items": n, "data.batch_size": micro_batch_record(loader), "data.shuffle": bool(loader.shuffle),
             "data.seed": loader.seed, "data.drop_last": bool(loader.drop_last),
             "data.order (epoch 0)": order.hexdigest(), "data.content": content.hexdigest()}
 

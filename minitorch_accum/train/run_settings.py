@@ -22,8 +22,8 @@ from typing import Any
 from minitorch_accum.optim import Optimizer
 from minitorch_accum.train.settings import SETTINGS
 
-__all__ = ["RECORD_VERSION", "SettingsMismatchError", "compare_settings", "describe_changes", "record_settings",
-           "rescale_k", "upgrade_record"]
+__all__ = ["RECORD_VERSION", "SettingsMismatchError", "compare_settings", "describe_changes", "describe_micro_batch",
+           "micro_batch_record", "record_settings", "rescale_k", "upgrade_record"]
 
 #: the layout of the settings record this version writes (records without one predate the table;
 #: version 2 recorded the window of all ranks as ``window_micro_batches``)
@@ -41,7 +41,21 @@ class SettingsMismatchError(ValueError):
     """The run to resume was made with other settings."""
 
 
-def record_settings(config: Any, micro_batch: int, world_size: int, optimizer: Optimizer) -> dict[str, Any]:
+def micro_batch_record(loader: Any) -> int | dict[str, int]:
+    """What a run records as its micro-batch: the loader's items per batch (DataLoader), or the
+    token budget its micro-batches are cut by (TokenBudgetLoader: as many items as fit it)."""
+    budget = getattr(loader, "max_tokens", None)
+    return loader.batch_size if budget is None else {"token_budget": budget}
+
+
+def describe_micro_batch(loader: Any) -> str:
+    """The loader's micro-batch in words: ``32 items`` or ``up to 512 tokens``."""
+    budget = getattr(loader, "max_tokens", None)
+    return f"{loader.batch_size} items" if budget is None else f"up to {budget} tokens"
+
+
+def record_settings(config: Any, micro_batch: int | dict[str, int], world_size: int,
+                    optimizer: Optimizer) -> dict[str, Any]:
     """What a checkpoint records of this run: each learner row a resume must keep (k per rank
     when it decides the windows), the number of ranks, the micro-batch, the optimizer and the
     caller's run settings."""

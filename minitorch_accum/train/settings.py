@@ -12,11 +12,12 @@ may change it. From this table come:
 
 Where a row goes (``target``): ``learner`` rows are fields of LearnerConfig; ``task`` rows are
 what the command line builds the model, data and optimizer from (recorded under ``run.``);
-``loader`` is the micro-batch, the DataLoader's batch size (the Learner records it); ``command``
-rows steer one invocation and are never recorded. Data-parallel ranks must hold the same value of
-every learner row (``train/run_agreement.py`` checks it at the start), except a ``per_rank`` one.
-A row with an ``output`` names a path the command writes, checked by ``check_outputs`` before the
-command runs. A new setting is one row here (a learner row also its field of LearnerConfig) plus its use.
+``loader`` is the micro-batch, the DataLoader's batch size (the Learner records it, or a
+TokenBudgetLoader's budget); ``command`` rows steer one invocation and are never recorded.
+Data-parallel ranks must hold the same value of every learner row (``train/run_agreement.py``
+checks it at the start), except a ``per_rank`` one. A row with an ``output`` names a path the
+command writes, checked by ``check_outputs`` before the command runs. A new setting is one row
+here (a learner row also its field of LearnerConfig) plus its use.
 
 Each value is checked once, by its row's kind, where it enters: ``read_options`` for the command
 line (errors name the option: ``--accum (k)``), ``LearnerBuilder`` for the API (``grads_accumulation
@@ -26,6 +27,8 @@ line (errors name the option: ``--accum (k)``), ``LearnerBuilder`` for the API (
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -122,6 +125,15 @@ def _scheduler(name: str, value: Any) -> Any:
     return value
 
 
+def _pace(name: str, value: Any) -> float:
+    if isinstance(value, str):  # the command line's text
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be seconds >= 0, got {value!r}")
+    return float(value)
+
+
 def _png_name(name: str, value: Any) -> Path | None:
     if value is None:
         return None
@@ -212,10 +224,15 @@ SETTINGS: tuple[Setting, ...] = (
             "the array bytes alive, the close, the step) beside one batch of the same items, as a PNG; its directory "
             "must exist and take new files (checked before anything runs)",
             target="command", resume=True, flag="--figure", commands=("explain",), output="file"),
-    Setting("tui", Flag(), False, "watch the run in a terminal monitor (Textual): loss and accuracy per optimizer "
-            "step, the window filling, memory, items/s, lr, checkpoints; q stops at the window's end with a "
-            "checkpoint (without a terminal: the plain progress)", target="command", resume=True, flag="--tui",
-            commands=("train",)),
+    Setting("tui", Flag(), False, "watch the run in a terminal monitor (Textual, after Burn's): metric tabs (loss, "
+            "accuracy, lr, gradient norm, items/s or tokens/s) with full, recent and summary views, the status "
+            "(micro-step k/K, effective batch), progress and ETA, the window filling and its memory, checkpoints; "
+            "q asks: stop at the window's end with a checkpoint, kill now without one, or cancel (without a "
+            "terminal: the plain progress)", target="command", resume=True, flag="--tui", commands=("train",)),
+    Setting("pace", Optional(Value(_pace, "seconds >= 0")), None,
+            "with --tui: seconds an optimizer step takes at least, so a small task can be watched (0: full speed; "
+            "default: a run is stretched to about 30 s, at most 1 s a step; the items/s shown leave the wait out)",
+            target="command", resume=True, flag="--pace", commands=("train",)),
     Setting("devices", Value(_devices, "a list of devices"), ("cpu",),
             "cpu or cuda[:N] (data-parallel: each rank its own GPU)", resume=True, flag="--device", cli_default="cpu",
             per_rank=True),

@@ -123,8 +123,8 @@ def test_bf16_parameters_update_through_a_float32_master_copy() -> None:
 
 
 def test_optimizer_errors() -> None:
-    with pytest.raises(ValueError, match="lr must be a positive number"):
-        optim.SGD(0.0)
+    with pytest.raises(ValueError, match="lr must be a number >= 0"):
+        optim.SGD(-0.1)
     with pytest.raises(ValueError, match=r"momentum must be in \[0.0, 1.0\)"):
         optim.SGD(0.1, momentum=1.5)
     with pytest.raises(ValueError, match="nesterov needs momentum"):

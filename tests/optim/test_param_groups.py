@@ -85,8 +85,8 @@ def test_param_groups_read_and_write_like_pytorchs() -> None:
     assert [len(g["params"]) for g in opt.param_groups] == [2, 2]
     assert opt.param_groups[0]["weight_decay"] == 0.01 and opt.param_groups[1]["lr"] == 0.1
     assert set(opt.param_groups[0]) == {"params", *optim.SGD.hyperparameter_names}
-    opt.param_groups[1]["lr"] = 0.0  # a group's own rate, changed in place, takes effect...
-    with pytest.raises(ValueError, match=r"lr must be a positive number, got 0\.0"):
+    opt.param_groups[1]["lr"] = -0.5  # a group's own rate, changed in place, takes effect...
+    with pytest.raises(ValueError, match=r"lr must be a number >= 0, got -0\.5"):
         opt.step(model, grads)  # ...and is checked as the constructor checks it
     opt.lr = 0.3  # on the optimizer: the default and every group
     assert opt.lr == 0.3 and [g["lr"] for g in opt.param_groups] == [0.3, 0.3]

@@ -470,7 +470,7 @@ CONTENTS_REFUSALS = {
     "hyperparameters this optimizer refuses": ("adamw", _state(_in("optimizer", _in("hyperparameters",
                                                                                     _put("lr", -1)))), STATE,
                                                "'optimizer' does not fit this run (ValueError: lr must be a "
-                                               "positive number, got -1)"),
+                                               "number >= 0, got -1)"),
     "a loss scaler's state without its clean windows": (
         "fp16", _state(_in("accumulator", _put("loss_scaler", {"scale": 8.0}))), STATE,
         "'loss_scaler' does not fit this run (KeyError: 'clean_windows')"),
