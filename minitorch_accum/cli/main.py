@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from minitorch_accum.train.progress import write_line
 from minitorch_accum.train.settings import TRAINING_COMMANDS, add_options, check_outputs, read_options
 
 __all__ = ["build_parser", "main"]
@@ -194,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop.wait_for_every_rank()
         return stop.exit_status
     except KeyboardInterrupt:
-        print(f"maccum {args.command}: interrupted", file=sys.stderr)
+        write_line(f"maccum {args.command}: interrupted")
         return 130
 
 

@@ -3,7 +3,6 @@ and the final parameters; under ``mpiexec -n R`` it trains data-parallel on R ra
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from minitorch_accum.cli.training_run import build_run
 from minitorch_accum.distributed.launch_environment import launched_world_size
 from minitorch_accum.observe.chrome_trace import rank_trace_path
 from minitorch_accum.train import History, RunCompleteError, StopRequest
+from minitorch_accum.train.progress import write_line
 
 __all__ = ["train_command"]
 
@@ -34,9 +34,9 @@ def train_command(values: Mapping[str, Any]) -> int:
         if history.rank == 0:
             _report(values, history)
         if stop.signal is not None:
-            print(f"maccum train: signal {stop.signal} came after the run completed ({len(history.steps)} optimizer "
-                  f"steps); {Path(values['out']) / 'final.safetensors'} is written: the run is complete, nothing "
-                  "to resume", file=sys.stderr, flush=True)
+            write_line(f"maccum train: signal {stop.signal} came after the run completed ({len(history.steps)} "
+                       f"optimizer steps); {Path(values['out']) / 'final.safetensors'} is written: the run is "
+                       "complete, nothing to resume")
             return 128 + stop.signal
     return 0
 
@@ -48,7 +48,7 @@ def _train(values: Mapping[str, Any], stop: StopRequest) -> History | None:
         why_not = monitor_unavailable()
         if why_not is None:
             return train_with_monitor(values)
-        print(f"maccum train: --tui {why_not}; showing the plain progress instead", file=sys.stderr)
+        write_line(f"maccum train: --tui {why_not}; showing the plain progress instead")
         values = {**values, "progress": "plain"}
     learner, train, valid = build_run(values)
     learner.stop_request = stop  # a signal caught while the run was built stops fit at its first safe point

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,7 +40,7 @@ from minitorch_accum.train.checkpoint import CheckpointError
 from minitorch_accum.train.history import History
 from minitorch_accum.train.memory_budget import plan_learner_micro_batch
 from minitorch_accum.train.metrics import MetricsLog
-from minitorch_accum.train.progress import Progress, make_progress
+from minitorch_accum.train.progress import Progress, make_progress, write_line
 from minitorch_accum.train.resume import LearnerCheckpoints
 from minitorch_accum.train.run_agreement import describe_run
 from minitorch_accum.train.run_directory import RunCompleteError, RunDirectoryError, check_run_directory
@@ -279,7 +278,7 @@ class Learner:
         for alert in alerts:
             progress.message(alert)
             if self.is_main and type(progress) is Progress:  # --progress none shows nothing: stderr then
-                print(alert, file=sys.stderr, flush=True)
+                write_line(alert)
         self._position = (start_epoch, start_batch)
         if config.trace_out is not None:
             self.training_trace = TrainingTrace(config.trace_out, self.accumulator, self.comm)
@@ -349,7 +348,7 @@ class Learner:
             if complete:
                 kept = final if final is not None else "final.safetensors (written by rank 0)"
                 raise TraceWriteError(f"{what}; the run is complete: {kept} was kept") from error
-            print(f"maccum: {what}", file=sys.stderr, flush=True)
+            write_line(f"maccum: {what}")
 
     def _interrupt_at_start(self, epoch: int, next_batch: int, resume: bool, progress: Progress) -> None:
         """A signal came before the first micro-batch (one process): stop with a checkpoint of the start."""

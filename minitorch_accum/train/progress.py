@@ -7,9 +7,18 @@ from typing import Any, TextIO
 
 from minitorch_accum.train.metrics import METRICS
 
-__all__ = ["PROGRESS_MODES", "Progress", "activation_memory", "format_bytes", "make_progress"]
+__all__ = ["PROGRESS_MODES", "Progress", "activation_memory", "format_bytes", "make_progress", "write_line"]
 
 PROGRESS_MODES = ("auto", "rich", "plain", "none")
+
+
+def write_line(text: str, stream: TextIO | None = None) -> None:
+    """``text`` and its newline in one write, then flushed. print() writes the two apart, and on an
+    unbuffered stream (PYTHONUNBUFFERED) mpiexec -prepend-rank then labels the newline as a line of its own,
+    gluing ``[0] `` to the end of the text."""
+    stream = sys.stderr if stream is None else stream
+    stream.write(text + "\n")
+    stream.flush()
 
 
 class Progress:
@@ -95,17 +104,17 @@ class PlainProgress(Progress):
     def start(self, total_steps: int, description: str) -> None:
         if self.every is None:  # about ten lines per run, whatever its length
             self.every = max(1, total_steps // 10)
-        print(f"{description}: {total_steps} optimizer steps", file=self.stream, flush=True)
+        write_line(f"{description}: {total_steps} optimizer steps", self.stream)
 
     def micro_batch(self, step: int, micro: int, k: int) -> None:
         self.k = k
 
     def step(self, record: dict[str, Any]) -> None:
         if record["step"] % (self.every or 1) == 0 or record.get("skipped"):
-            print(_summary(record, self.metrics, self.k), file=self.stream, flush=True)
+            write_line(_summary(record, self.metrics, self.k), self.stream)
 
     def message(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        write_line(text, self.stream)
 
 
 class RichProgress(Progress):

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Footer, Header, Log, Static, Tab, Tabs
 
@@ -210,6 +211,10 @@ class TrainingMonitor(App[None]):
 
     def on_training_ended(self, message: TrainingEnded) -> None:
         self.finished = True
+        try:
+            self.query_one(StatusPanel)
+        except NoMatches:  # the monitor closed (q, or a test's end) before the training thread returned
+            return
         if isinstance(self.screen, StopPopup):
             self.pop_screen()
         how = ("killed" if self.progress.kill_asked.is_set() else "stopped" if self.progress.stop_asked.is_set()
