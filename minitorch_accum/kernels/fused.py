@@ -1,10 +1,10 @@
 """Fused layer kernels where NumPy would make temporaries: GELU, LayerNorm, softmax cross
 entropy, embedding backward.
 
-Each computes in float64 whatever the stored dtype (float32 or float64) and rounds once,
-with our own exp, log and erf (csrc/fused_math.cuh), so the NumPy reference
+Each computes in the stored dtype (float32 in float32 SIMD, float64 in float64), with our
+own exp, log, erf and normal distribution (csrc/fused_math.cuh), so the NumPy reference
 (``fused_reference``), the native loops, the emulated CUDA kernels and CUDA itself give the
-same bits. Like every kernel here they dispatch on the arrays: CuPy arrays run the CUDA
+same bits; tests/kernels/test_kernel_fused_accuracy.py states the float32 error bounds. Like every kernel here they dispatch on the arrays: CuPy arrays run the CUDA
 kernels, NumPy arrays the path of ``kernel_path()``. Outputs are allocated when not given.
 """
 

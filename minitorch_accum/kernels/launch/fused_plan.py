@@ -81,8 +81,9 @@ def plan_layer_norm_backward(x: Array, weight: Array, mean: Array, rstd: Array, 
     if grad_x is not None and rows:
         args = (x, weight, mean, rstd, grad, grad_x, np.uint64(rows), np.uint64(cols))
         launches.append(Launch(f"mta_layer_norm_input_grad_{s}", _row_grid(rows, sm_count), ROW_BLOCK, args))
-    wanted = [(out, empty_f64(max(1, -(-rows // COLUMN_CHUNK) * cols))) for out in (grad_weight, grad_bias)
-              if out is not None]
+    # the partial sums are in x's dtype: a float64 buffer viewed as it (twice as many float32 slots)
+    wanted = [(out, empty_f64(max(1, -(-rows // COLUMN_CHUNK) * cols)).view(x.dtype))
+              for out in (grad_weight, grad_bias) if out is not None]
     if not wanted or cols == 0:
         return launches
     chunks = -(-rows // COLUMN_CHUNK)
