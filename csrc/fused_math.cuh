@@ -187,7 +187,9 @@ MTA_FI double mta_exp(double y) {
     const double r = mta_sub(mta_sub(y, mta_mul(kd, 0.6931471803691238)), mta_mul(kd, 1.9082149292705877e-10));
     const double p = mta_add(1.0, mta_add(r, mta_mul(mta_mul(r, r), MtaFusedPoly::exp_tail(r))));
     const mta_i64 k1 = k >> 1;
-    return mta_mul(mta_mul(p, mta_pow2(k1)), mta_pow2(k - k1));
+    // e^-746 rounds to 0: given as 0, so that a masked (-inf) term costs no underflow (a slow
+    // microcode assist on x86) in the scalings
+    return mta_mul(mta_mul(mta_select(y == -746.0, 0.0, p), mta_pow2(k1)), mta_pow2(k - k1));
 }
 
 // log s for s = 0 or s >= 1 (the sum of a softmax row): s = 2^e f with f in [sqrt(1/2), sqrt 2),
@@ -241,7 +243,8 @@ MTA_FI float mta_expf_sum(float y, float lo) {
     const float r = mta_add(mta_sub(mta_sub(y, mta_mul(kd, 0.693145751953125f)), mta_mul(kd, 1.42860677e-06f)), lo);
     const float p = mta_add(1.0f, mta_add(r, mta_mul(mta_mul(r, r), MtaFusedPolyf::exp_tail(r))));
     const int k1 = k >> 1;
-    return mta_mul(mta_mul(p, mta_pow2f(k1)), mta_pow2f(k - k1));
+    // at the clamp (e^-104 is about half the least subnormal) the result is 0, as in mta_exp
+    return mta_mul(mta_mul(mta_select(mta_float_bits(y) == 0xc2d00000u, 0.0f, p), mta_pow2f(k1)), mta_pow2f(k - k1));
 }
 
 MTA_FI float mta_expf(float y) { return mta_expf_sum(y, 0.0f); }
@@ -432,4 +435,20 @@ template <class T>
 MTA_FI T mta_cross_entropy_grad_element(T x, T lse, T w, bool target) {
     const T d = mta_mul(w, mta_softmax_exp(mta_sub(x, lse)));
     return mta_select(target, mta_sub(d, w), d);
+}
+
+// ------------------------------------------------------------ softmax rows (in T)
+
+// A softmax row's score: x scale + b, b the row's additive bias (an attention mask; -0 when
+// there is none, x scale + -0 being x scale for every x).
+template <class T>
+MTA_FI T mta_softmax_score(T x, T scale, T b) {
+    return mta_add(mta_mul(x, scale), b);
+}
+
+// softmax_backward, one element: (p (g - sum(g p))) scale, scale the forward's (the scores'
+// gradient, the input's being scale times it).
+template <class T>
+MTA_FI T mta_softmax_grad_element(T p, T g, T dot, T scale) {
+    return mta_mul(mta_mul(p, mta_sub(g, dot)), scale);
 }

@@ -86,7 +86,7 @@ def multi_adamw_step(
     """adamw_step over a list, one launch per table (28 B/elem fp32)."""
 
 def gelu_forward(x: Array, out: Array, tanh: bool) -> None:
-    """y = gelu(x), erf or tanh form, in fp64 with our erf, rounded once (8 B/elem fp32)."""
+    """y = gelu(x), erf or tanh form, in x's dtype with our erf / normal distribution (8 B/elem fp32)."""
 
 def gelu_backward(x: Array, grad: Array, out: Array, tanh: bool) -> None:
     """dx = dy * gelu'(x) (12 B/elem fp32)."""
@@ -120,6 +120,12 @@ def embedding_backward(ids: Array, grad: Array, out: Array) -> None:
     """out[ids[i]] += grad[i] in order (a counting sort, no np.add.at) (8 B/elem fp32; per grad element; +8 B per
     id).
     """
+
+def softmax_forward(x: Array, bias: Array | None, scale: float, out: Array) -> None:
+    """y = softmax(x scale + bias) per row, bias row r % bias rows (a mask) (8 B/elem fp32)."""
+
+def softmax_backward(probs: Array, grad: Array, scale: float, out: Array) -> None:
+    """dx = p (g - sum(g p)) scale per row (12 B/elem fp32)."""
 
 # ---------------------------------------------------------------- the module's other functions
 

@@ -21,15 +21,58 @@ static_assert(MTA_ROW_LANES == 32, "the combination below is written out for 32 
 template <class Value>
 using RowValue = decltype(std::declval<Value&>()(std::int64_t(0)));
 
-// Lane l + w into lane l for w = 16, 8, 4, 2, 1, written out so the wide steps vectorize.
-template <class A>
-MTA_ALWAYS_INLINE inline A combine_row_lanes(A* lanes) {
-    for (int l = 0; l < 16; ++l) lanes[l] = mta_add(lanes[l], lanes[l + 16]);
-    for (int l = 0; l < 8; ++l) lanes[l] = mta_add(lanes[l], lanes[l + 8]);
-    for (int l = 0; l < 4; ++l) lanes[l] = mta_add(lanes[l], lanes[l + 4]);
-    for (int l = 0; l < 2; ++l) lanes[l] = mta_add(lanes[l], lanes[l + 2]);
-    return mta_add(lanes[0], lanes[1]);
+// Lane l + w into lane l for w = 16, 8, 4, 2, 1 (step: the add, or the maximum), in vectors
+// (GCC's and Clang's vector extensions: on AVX-512 two 16-float halves, then 256-, 128-bit
+// halves): a horizontal reduction in exactly the lane tree's order, instead of 31 scalar
+// steps through memory, which cost more than a short row's own arithmetic.
+template <class A, int N>
+struct LaneVector;
+template <int N>
+struct LaneVector<float, N> {
+    typedef float type __attribute__((vector_size(N * sizeof(float))));
+};
+template <int N>
+struct LaneVector<double, N> {
+    typedef double type __attribute__((vector_size(N * sizeof(double))));
+};
+
+// low = step(low, high) for the two halves of v.
+template <int W, class A, class Step>
+MTA_ALWAYS_INLINE inline void fold_lanes(const typename LaneVector<A, 2 * W>::type& v,
+                                         typename LaneVector<A, W>::type& low, Step step) {
+    typename LaneVector<A, W>::type high;
+    __builtin_memcpy(&low, &v, sizeof low);
+    __builtin_memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
+    step(low, high);
 }
+
+template <class A, class Step>
+MTA_ALWAYS_INLINE inline A combine_row_lanes(const A* lanes, Step step) {
+    typename LaneVector<A, 32>::type all;
+    typename LaneVector<A, 16>::type w16;
+    typename LaneVector<A, 8>::type w8;
+    typename LaneVector<A, 4>::type w4;
+    typename LaneVector<A, 2>::type w2;
+    __builtin_memcpy(&all, lanes, sizeof all);
+    fold_lanes<16, A>(all, w16, step);
+    fold_lanes<8, A>(w16, w8, step);
+    fold_lanes<4, A>(w8, w4, step);
+    fold_lanes<2, A>(w4, w2, step);
+    A w1[2];
+    __builtin_memcpy(w1, &w2, sizeof w1);
+    step(w1[0], w1[1]);
+    return w1[0];
+}
+
+// a = a + b and a = max(a, b) (NaN skipped: a lane never holds one), on vectors or scalars.
+struct AddLanes {
+    template <class V>
+    MTA_ALWAYS_INLINE void operator()(V& a, const V& b) const { a = a + b; }
+};
+struct MaxLanes {
+    template <class V>
+    MTA_ALWAYS_INLINE void operator()(V& a, const V& b) const { a = b > a ? b : a; }
+};
 
 // The values of a row's tail [i, n) (fewer than 32 elements, i a multiple of 32): one vector
 // step over the row's last 8, 16 or 32 elements (the fewest that hold the tail, all inside
@@ -74,7 +117,7 @@ MTA_ALWAYS_INLINE inline A row_lane_sum(std::int64_t n, Value value) {
     A lanes[MTA_ROW_LANES];
     for (int l = 0; l < MTA_ROW_LANES; ++l) lanes[l] = A(0);
     row_lane_pass(lanes, n, value, [](A a, A v) { return mta_add(a, v); });
-    return combine_row_lanes(lanes);
+    return combine_row_lanes(lanes, AddLanes{});
 }
 
 // The sums of first(j) and second(j) in one pass (each in the order of row_lane_sum).
@@ -101,8 +144,8 @@ MTA_ALWAYS_INLINE inline void row_lane_sums(std::int64_t n, First first, Second 
             lanes_b[l] = mta_add(lanes_b[l], tail_b[l]);
         }
     }
-    a = combine_row_lanes(lanes_a);
-    b = combine_row_lanes(lanes_b);
+    a = combine_row_lanes(lanes_a, AddLanes{});
+    b = combine_row_lanes(lanes_b, AddLanes{});
 }
 
 // The largest value(j), NaN skipped (-inf for a row of NaN); the maximum is exact in any order.
@@ -112,10 +155,7 @@ MTA_ALWAYS_INLINE inline A row_lane_max(std::int64_t n, Value value) {
     A lanes[MTA_ROW_LANES];
     for (int l = 0; l < MTA_ROW_LANES; ++l) lanes[l] = minus_inf;
     row_lane_pass(lanes, n, value, [](A m, A v) { return mta_running_max(m, v); });
-    for (int w = MTA_ROW_LANES / 2; w > 0; w >>= 1) {
-        for (int l = 0; l < w; ++l) lanes[l] = mta_running_max(lanes[l], lanes[l + w]);
-    }
-    return lanes[0];
+    return combine_row_lanes(lanes, MaxLanes{});
 }
 
 // Rows per task of a row kernel: about 16K elements each, so a task is worth a helper.

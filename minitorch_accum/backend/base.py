@@ -3,7 +3,7 @@
 Ops are written once against ``backend.xp`` (NumPy's array API, which CuPy mirrors)
 plus the few operations below whose spelling differs between the two libraries, and
 the fused layer kernels (``minitorch_accum.kernels.fused``: GELU, LayerNorm, softmax
-cross entropy, embedding backward), which run natively on NumPy arrays and as CUDA
+cross entropy, embedding backward, softmax rows), which run natively on NumPy arrays and as CUDA
 kernels on CuPy arrays, for float32 and float64 (``fuses``).
 """
 
@@ -113,6 +113,17 @@ class Backend(ABC):
         xp = self.xp
         return kernels.cross_entropy_backward(logits, targets.astype(np.int64, copy=False), lse,
                                               xp.ascontiguousarray(grad, dtype=logits.dtype), ignore_index)
+
+    def softmax(self, x: Any, bias: Any, scale: float) -> Any:
+        """softmax(x scale + bias) over each row of a 2-D x; ``bias`` None or (L, columns), row r
+        adding bias row r % L (an attention mask for every (L, S) block of rows)."""
+        xp = self.xp
+        return kernels.softmax_forward(xp.ascontiguousarray(x), None if bias is None else xp.ascontiguousarray(bias),
+                                       scale)
+
+    def softmax_backward(self, probs: Any, grad: Any, scale: float) -> Any:
+        """probs (grad - sum(grad probs)) scale over each row: the gradient of softmax's x."""
+        return kernels.softmax_backward(probs, self.xp.ascontiguousarray(grad), scale)
 
     def embedding_backward(self, ids: Any, grad: Any, rows: int) -> Any:
         """The (rows, dim) table gradient: the rows of ``grad`` (n, dim) summed by ``ids`` (n,)."""

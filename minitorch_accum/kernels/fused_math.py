@@ -106,7 +106,7 @@ def exp(y: np.ndarray) -> np.ndarray:
         r = (y - kd * _LN2_HI) - kd * _LN2_LO
         p = 1.0 + (r + (r * r) * horner(COEFFICIENTS["exp_tail"], r))
         k1 = k >> 1
-        result: np.ndarray = (p * _pow2(k1)) * _pow2(k - k1)
+        result: np.ndarray = (np.where(y == -746.0, 0.0, p) * _pow2(k1)) * _pow2(k - k1)
         return result
 
 
@@ -165,7 +165,7 @@ def expf_sum(y: np.ndarray, lo: np.ndarray | float = 0.0) -> np.ndarray:
         r = ((y - kd * _F32(0.693145751953125)) - kd * _F32(1.42860677e-06)) + lo
         p = _F32(1.0) + (r + (r * r) * horner(_float("exp_tail"), r))
         k1 = k >> 1
-        result: np.ndarray = (p * _pow2f(k1)) * _pow2f(k - k1)
+        result: np.ndarray = (np.where(y == _F32(-104.0), _F32(0.0), p) * _pow2f(k1)) * _pow2f(k - k1)
         return result
 
 

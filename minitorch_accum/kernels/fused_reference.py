@@ -28,6 +28,7 @@ __all__ = [
     "check_gelu",
     "check_layer_norm_backward",
     "check_layer_norm_forward",
+    "check_softmax",
     *FUSED_KERNELS,
 ]
 
@@ -199,3 +200,53 @@ def embedding_backward(ids: Array, grad: Array, out: Array) -> None:
     check_embedding(ids, grad, out)
     out[...] = 0
     np.add.at(out, ids, grad)
+
+
+def check_softmax(kernel: str, x: arrays.Array, other: arrays.Array, out: arrays.Array) -> None:
+    """The checks of softmax_forward (``other``: the bias) and softmax_backward (``other``: the
+    gradient; ``x``: the probabilities), for every path."""
+    forward = kernel == "softmax_forward"
+    first, second = ("x", "bias") if forward else ("probs", "grad")
+    args = FusedArgs(kernel, [(first, x, False), (second, other, False), ("out", out, True)],
+                     floats=[first, second, "out"], optional=["bias"])
+    args.axes(first, 2)
+    rows, columns = x.shape
+    if forward and other is not None:
+        args.axes("bias", 2)
+        args.shape("bias", (other.shape[0], columns), "x")
+        if other.shape[0] == 0 or rows % other.shape[0]:
+            raise ValueError(f"{kernel}: {describe('x', x)} has {rows} rows, not a multiple of the rows of "
+                             f"{describe('bias', other)}")
+    elif not forward:
+        args.shape("grad", (rows, columns), "probs")
+    args.shape("out", (rows, columns), first)
+    args.disjoint()
+
+
+def softmax_forward(x: Array, bias: Array | None, scale: float, out: Array) -> None:
+    """out = softmax(x scale + bias) over each row of a 2-D x, in x's dtype; row r adds the bias's
+    row r % its rows (None: no bias)."""
+    scale = real_number("softmax_forward", "scale", scale)
+    check_softmax("softmax_forward", x, bias, out)
+    rows, columns = x.shape
+    if rows == 0 or columns == 0:
+        return
+    t = x.dtype.type
+    with np.errstate(all="ignore"):
+        b = np.full((1, columns), t(-0.0)) if bias is None else bias
+        scores = x * t(scale) + np.tile(b, (rows // b.shape[0], 1))
+        shift = fused_math.softmax_shift(np.fmax.reduce(scores, axis=1))
+        e = fused_math.softmax_exp(scores - shift[:, None])
+        out[...] = e * (t(1.0) / fused_math.lane_sums(e))[:, None]
+
+
+def softmax_backward(probs: Array, grad: Array, scale: float, out: Array) -> None:
+    """out = probs (grad - sum(grad probs)) scale over each row: the gradient of softmax_forward's x."""
+    scale = real_number("softmax_backward", "scale", scale)
+    check_softmax("softmax_backward", probs, grad, out)
+    if probs.size == 0:
+        return
+    t = probs.dtype.type
+    with np.errstate(all="ignore"):
+        dot = fused_math.lane_sums(grad * probs)
+        out[...] = (probs * (grad - dot[:, None])) * t(scale)

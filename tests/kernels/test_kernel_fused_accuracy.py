@@ -10,13 +10,18 @@ levels), kc = 64 + chunks for a column sum over 64-row chunks.
 - GELU, tanh form (reference: float64 x sigma(2u)): forward within 3 (1 + 2|u|) ulps, u the tanh's
   argument (e^-2|u| is taken of a float u, whose rounding the exponent magnifies); backward within
   4 (1 + 2|u|) (u_f (|s| + |2 x s (1 - s) u'|) + 2^-149).
-- LayerNorm (reference: NumPy's float64 mean, variance and formulas): y within k u (|w| (1 + |x_hat| + c) + |b|), c = |mean|
-  rstd (the cancellation of x - mean); dx within k u rstd (|g w| + mean|g w| + |x_hat| mean|g w
-  x_hat|) (1 + c); weight gradient within (kc + k) u sum |g| (1 + |x_hat| + c), bias gradient kc u
-  sum |g|.
-- Cross entropy (reference: scipy's float64 logsumexp and softmax): log-sum-exp within k u (|lse| + |max| + 1), the
-  loss k u (|lse| + |max| + 1 + |x_target|), the gradient k u |w| (p (1 + |x| + |lse|) + [target])
-  + 2^-149.
+- LayerNorm (reference: NumPy's float64 mean, variance and formulas): y within k u (|w| (1 +
+  |x_hat| + c) + |b|), c = |mean| rstd (the cancellation of x - mean); dx within k u rstd
+  (|g w| + mean|g w| + |x_hat| mean|g w x_hat|) (1 + c); weight gradient within (kc + k) u
+  sum |g| (1 + |x_hat| + c), bias gradient kc u sum |g|.
+- Cross entropy (reference: scipy's float64 logsumexp and softmax): log-sum-exp within k u (|lse|
+  + |max| + 1), the loss k u (|lse| + |max| + 1 + |x_target|), the gradient k u |w| (p (1 + |x| +
+  |lse|) + [target]) + 2^-149.
+- Softmax rows (reference: scipy's float64 softmax of s = x scale): each probability within
+  k u p (1 + |s| + |max s|) + 2 * 2^-149 (the shift's and the exp's rounding magnified by the
+  score's size, then the sum's); the gradient p (g - dot) scale within scale u p ((|g| + |dot|)
+  (k (1 + |s| + |max s|) + 3) + k sum|g p| (2 + max|s| + |max s|)) + 2^-148 (1 + scale (|g| +
+  |dot|)), which carries the forward's error of p into both terms.
 
 Measured, the largest errors are about half of each bound (GELU erf: 5.0 ulps forward, 9.9
 backward; see the report of issue 27). PyTorch's float32 GELU, for comparison, loses every digit
@@ -95,7 +100,8 @@ def test_layer_norm_is_within_its_bounds(case: int) -> None:
     c = np.abs(mean64)[:, None] * rstd64[:, None]
     k, kc = n / 32 + 5, 64 + -(-rows // 64)
     assert (np.abs(y - y64) <= k * U * (np.abs(w64) * (1 + np.abs(x_hat) + c) + np.abs(b64))).all()
-    row_scale = np.abs(gw) + np.abs(gw).mean(1, keepdims=True) + np.abs(x_hat) * np.abs(gw * x_hat).mean(1, keepdims=True)
+    row_scale = (np.abs(gw) + np.abs(gw).mean(1, keepdims=True)
+                 + np.abs(x_hat) * np.abs(gw * x_hat).mean(1, keepdims=True))
     assert (np.abs(dx - dx64) <= k * U * rstd64[:, None] * row_scale * (1 + c)).all()
     assert (np.abs(dw - dw64) <= (kc + k) * U * (np.abs(g64) * (1 + np.abs(x_hat) + c)).sum(0)).all()
     assert (np.abs(db - db64) <= kc * U * np.abs(g64).sum(0)).all()
@@ -121,3 +127,23 @@ def test_cross_entropy_is_within_its_bounds(case: int) -> None:
     p = np.exp(x64 - lse64[:, None])
     bound = k * U * np.abs(grad.astype(np.float64))[:, None] * (p * (1 + np.abs(x64) + np.abs(lse64)[:, None]) + target)
     assert (np.abs(d - d64) <= bound + TINY).all()
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_softmax_is_within_its_bounds(case: int) -> None:
+    rng, rows, columns = _cases(12)[case]
+    scale = float(np.float32(np.exp(rng.uniform(-2, 1))))
+    x = (rng.standard_normal((rows, columns)) * np.exp(rng.uniform(-2, 3))).astype(np.float32)
+    g = rng.standard_normal((rows, columns)).astype(np.float64)
+    y = K.softmax_forward(x, None, scale)
+    d = K.softmax_backward(y, g.astype(np.float32), scale)
+    s = x.astype(np.float64) * scale
+    p = special.softmax(s, axis=1)
+    k = columns / 32 + 5
+    shift = np.abs(s.max(1, keepdims=True))
+    assert (np.abs(y - p) <= k * U * p * (1 + np.abs(s) + shift) + 2 * TINY).all()
+    dot = (g * p).sum(1, keepdims=True)
+    both = np.abs(g) + np.abs(dot)
+    carried = k * np.abs(g * p).sum(1, keepdims=True) * (2 + np.abs(s).max(1, keepdims=True) + shift)
+    bound = scale * U * p * (both * (k * (1 + np.abs(s) + shift) + 3) + carried) + 2 * TINY * (1 + scale * both)
+    assert (np.abs(d - p * (g - dot) * scale) <= bound).all()
