@@ -74,6 +74,11 @@ class Backend(ABC):
         size of ``out``), False when it had to fall back to a product and an update.
         """
 
+    def matmul(self, a: Any, b: Any) -> Any:
+        """``a @ b`` for 2-D a and b: the ops' products that are one GEMM (the CPU runs them on the
+        native pool, see backend/blas.py)."""
+        return self.xp.matmul(a, b)
+
     # ---------------------------------------------------------- fused layer kernels
     # Arrays are made C-contiguous first (a gradient may be a broadcast view); 2-D means
     # (rows, features) with the op's leading axes flattened by the caller.

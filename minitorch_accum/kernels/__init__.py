@@ -57,6 +57,7 @@ from minitorch_accum.kernels.fused import (
     softmax_backward,
     softmax_forward,
 )
+from minitorch_accum.kernels.gemm import gemm, gemm_available, register_blas_gemm
 from minitorch_accum.kernels.norms import l2_norm, multi_l2_norm
 from minitorch_accum.kernels.optimizer_steps import (
     adamw_step,
@@ -84,6 +85,8 @@ __all__ = [
     "embedding_backward",
     "gelu_backward",
     "gelu_forward",
+    "gemm",
+    "gemm_available",
     "kernel_path",
     "l2_norm",
     "layer_norm_backward",
@@ -99,6 +102,7 @@ __all__ = [
     "native_available",
     "native_threads",
     "new_flag",
+    "register_blas_gemm",
     "set_native_threads",
     "sgd_momentum_step",
     "softmax_backward",

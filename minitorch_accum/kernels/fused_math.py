@@ -225,7 +225,8 @@ def _gelu_normal(x: np.ndarray) -> np.ndarray:
     n = normal_parts(x)
     upper = x * (_F32(1.0) - n["pdf"] * n["mills"])
     lower = (x * n["pdf"]) * n["mills"]
-    return np.where(n["central"], x * n["small"], np.where(n["lower"], lower, upper))
+    y: np.ndarray = np.where(n["central"], x * n["small"], np.where(n["lower"], lower, upper))
+    return y
 
 
 def _gelu_normal_derivative(x: np.ndarray) -> np.ndarray:
@@ -234,7 +235,8 @@ def _gelu_normal_derivative(x: np.ndarray) -> np.ndarray:
     upper = (_F32(1.0) - n["pdf"] * n["mills"]) + n["x"] * n["pdf"]
     lower = n["pdf"] * (n["mills"] + n["x"])
     central = n["small"] + n["x"] * n["pdf"]
-    return np.where(n["central"], central, np.where(n["lower"], lower, upper))
+    derivative: np.ndarray = np.where(n["central"], central, np.where(n["lower"], lower, upper))
+    return derivative
 
 
 # ------------------------------------------------------------------ GELU, in x's dtype
