@@ -157,16 +157,11 @@ struct MtaFusedPolyf {
     MTA_FI static float log_tail(float v) {
         return mta_hornerf(v, 0.6726167f, 0.40859532f, 0.29579464f);
     }
-    // (Phi(x) - 1/2) / x as a polynomial in x^2, for |x| < 1/2
-    MTA_FI static float normal_small(float s) {
-        return mta_hornerf(s, 0.3989423f, -0.06649038f, 0.009973556f, -0.0011873107f, 0.000115299066f,
-                           -8.958718e-06f);
-    }
-    // Phi(-z) / (phi(z) t), t = 2 / (2 + z) (Mills' ratio over t), as a polynomial in t - 0.4606,
-    // for 1/2 <= z <= 14.5
+    // Phi(-z) / (phi(z) t), t = 3 / (3 + z) (Mills' ratio over t), as a polynomial in t - 0.5857,
+    // for 0 <= z <= 14.5
     MTA_FI static float normal_tail(float v) {
-        return mta_hornerf(v, 0.8102551f, 0.8176223f, 0.18763344f, -0.36227587f, -0.066310555f, 0.30086425f,
-                           -0.099733874f, -0.21110804f, 0.20446336f);
+        return mta_hornerf(v, 0.6879597f, 0.98946255f, 0.8426959f, 0.25518286f, -0.21130294f, -0.14358068f,
+                           0.10495936f, 0.06538083f, -0.060629837f, -0.021887116f);
     }
 };
 
@@ -231,12 +226,12 @@ MTA_FI double mta_erf(double x) {
 
 // e^(y + lo) in float arithmetic, lo a small correction to y (the low part of a product
 // kept in two floats; 0 for a plain e^y): the steps of mta_exp with float32's constants,
-// lo added to the reduced argument, y clamped to [-104, 89] (e^y is 0 or inf beyond).
-// Within 1 ulp of float32 (10% of values not correctly rounded).
-MTA_FI float mta_expf_sum(float y, float lo) {
+// lo added to the reduced argument, y clamped to [-104, 89] (e^y is 0 or inf beyond;
+// mta_expf_sum clamps, mta_expf_clamped takes a y in range). Within 1 ulp of float32 (10% of
+// values not correctly rounded).
+// mta_expf_sum of a y already in [-104, 89].
+MTA_FI float mta_expf_clamped(float y, float lo) {
     const float magic = 12582912.0f;  // 1.5 * 2^23
-    y = mta_select(mta_less(y, -104.0f), -104.0f, y);
-    y = mta_select(mta_greater(y, 89.0f), 89.0f, y);
     const float m = mta_add(mta_mul(y, 1.44269504f), magic);
     const float kd = mta_sub(m, magic);
     const int k = (int)(mta_float_bits(m) - mta_float_bits(magic));
@@ -245,6 +240,11 @@ MTA_FI float mta_expf_sum(float y, float lo) {
     const int k1 = k >> 1;
     // at the clamp (e^-104 is about half the least subnormal) the result is 0, as in mta_exp
     return mta_mul(mta_mul(mta_select(mta_float_bits(y) == 0xc2d00000u, 0.0f, p), mta_pow2f(k1)), mta_pow2f(k - k1));
+}
+
+MTA_FI float mta_expf_sum(float y, float lo) {
+    y = mta_select(mta_less(y, -104.0f), -104.0f, y);
+    return mta_expf_clamped(mta_select(mta_greater(y, 89.0f), 89.0f, y), lo);
 }
 
 MTA_FI float mta_expf(float y) { return mta_expf_sum(y, 0.0f); }
@@ -269,49 +269,47 @@ MTA_FI float mta_log_sum(float s) {
 // The parts of the standard normal's CDF Phi(x) and density phi(x) at a float x, in float
 // arithmetic. phi(x) = e^(-x^2 / 2) / sqrt(2 pi), the square kept in two floats (x's top 12
 // significand bits squared are exact), so the tail's density is as accurate as e^ itself;
-// Phi(x) is 1/2 + x S(x^2) for |x| < 1/2 (small), else Phi(-z) = phi(z) R with R = t M(t)
-// (Mills' ratio, t = 2 / (2 + z), z = |x|), and 1 - Phi(-z) for positive x. |x| is clamped
-// to 14.5 (phi is 0 in float from 14.43 on). NaN gives NaN.
+// Phi(-z) = phi(z) R with R = t M(t) (Mills' ratio, t = 3 / (3 + z), z = |x|, one polynomial
+// from 0 to 14.5), and Phi(x) = 1 - Phi(-z) for positive x (Phi(-z) <= 1/2: no cancellation
+// on either side). |x| is clamped to 14.5 (phi is 0 in float from 14.43 on). NaN gives NaN.
 struct MtaNormalf {
     float pdf;    // phi(x)
-    float mills;  // R: Phi(-z) = phi(z) R, for z >= 1/2
-    float small;  // Phi(x) for |x| < 1/2
+    float mills;  // R: Phi(-z) = phi(z) R
     float x;      // x clamped to [-14.5, 14.5]
-    bool central;  // |x| < 1/2
-    bool lower;    // x < 0
+    bool lower;   // x < 0
 };
 
 MTA_FI MtaNormalf mta_normalf(float x) {
     MtaNormalf n;
     n.x = mta_clamp_magnitude(x, 14.5f);
     const float z = mta_abs(n.x);
+    // -z^2 / 2 = hi + lo: hi = -z_hi^2 / 2 exact, lo = -z_lo (z_hi + z_lo / 2)
     const float z_hi = mta_float_from_bits(mta_float_bits(z) & 0xfffff000u);
     const float z_lo = mta_sub(z, z_hi);
-    const float half_square_hi = mta_mul(mta_mul(z_hi, z_hi), -0.5f);
-    const float half_square_lo = mta_mul(mta_add(mta_mul(mta_add(z_hi, z_hi), z_lo), mta_mul(z_lo, z_lo)), -0.5f);
-    n.pdf = mta_mul(mta_expf_sum(half_square_hi, half_square_lo), 0.398942292f);
-    n.small = mta_add(0.5f, mta_mul(x, MtaFusedPolyf::normal_small(mta_mul(x, x))));
-    const float t = mta_div(2.0f, mta_add(2.0f, z));
-    n.mills = mta_mul(t, MtaFusedPolyf::normal_tail(mta_sub(t, 0.4606f)));
-    n.central = mta_less(z, 0.5f);
+    const float half_square_hi = mta_mul(mta_mul(z_hi, -0.5f), z_hi);
+    const float half_square_lo = mta_mul(mta_mul(z_lo, -1.0f), mta_add(z_hi, mta_mul(z_lo, 0.5f)));
+    // hi >= -105.125 (z <= 14.5), so only the lower clamp applies
+    n.pdf = mta_mul(mta_expf_clamped(mta_select(mta_less(half_square_hi, -104.0f), -104.0f, half_square_hi),
+                                     half_square_lo), 0.398942292f);
+    const float t = mta_div(3.0f, mta_add(3.0f, z));
+    n.mills = mta_mul(t, MtaFusedPolyf::normal_tail(mta_sub(t, 0.5857f)));
     n.lower = mta_less(x, 0.0f);
     return n;
 }
 
-// gelu(x) = x Phi(x) from the parts; in the lower tail (x phi(x)) R, so that no factor is
-// subnormal before the result is.
+// gelu(x) = x Phi(x) from the parts; below 0 (x phi(x)) R, so that no factor is subnormal
+// before the result is.
 MTA_FI float mta_gelu_normalf(const MtaNormalf& n, float x) {
     const float upper = mta_mul(x, mta_sub(1.0f, mta_mul(n.pdf, n.mills)));
     const float lower = mta_mul(mta_mul(x, n.pdf), n.mills);
-    return mta_select(n.central, mta_mul(x, n.small), mta_select(n.lower, lower, upper));
+    return mta_select(n.lower, lower, upper);
 }
 
-// gelu'(x) = Phi(x) + x phi(x) from the parts; in the lower tail phi(z) (R - z).
+// gelu'(x) = Phi(x) + x phi(x) from the parts; below 0, phi(z) (R - z).
 MTA_FI float mta_gelu_derivative_normalf(const MtaNormalf& n) {
     const float upper = mta_add(mta_sub(1.0f, mta_mul(n.pdf, n.mills)), mta_mul(n.x, n.pdf));
     const float lower = mta_mul(n.pdf, mta_add(n.mills, n.x));
-    const float central = mta_add(n.small, mta_mul(n.x, n.pdf));
-    return mta_select(n.central, central, mta_select(n.lower, lower, upper));
+    return mta_select(n.lower, lower, upper);
 }
 
 // ------------------------------------------------------------ GELU

@@ -3,9 +3,9 @@ accumulation and optimizer kernels, and everything else (the engine's and the op
 NumPy's elementwise calls and reductions).
 
 Timers wrap the calls themselves for a few micro-batches, in the side's own process after its
-timed windows: ``numpy.matmul`` (every op's product, the attention's batched ones included),
-the Backend's ``gemm_into`` (a weight gradient written into the arena by the GEMM), and every
-function of the native module, sorted by its row of the kernel catalog. A wrapper costs well
+timed windows: ``numpy.matmul`` (the attention's batched products), the NumPy Backend's
+``matmul`` (the ops' 2-D products) and ``gemm_into`` (a weight gradient written into the arena
+by the GEMM), and every function of the native module, sorted by its row of the kernel catalog. A wrapper costs well
 under a microsecond per call, against ~100 calls per micro-batch; "the rest" is the wall time
 of the micro-batches less the timed calls.
 """
@@ -45,9 +45,11 @@ def _timers(totals: dict[str, list[float]]) -> Iterator[None]:
 
     module = host_module()
     fused = {k.name for k in CATALOG if k.family == FUSED}
-    saved: list[tuple[Any, str, Any]] = [(np, "matmul", np.matmul), (NumpyBackend, "gemm_into", NumpyBackend.gemm_into)]
+    saved: list[tuple[Any, str, Any]] = [(np, "matmul", np.matmul)]
     np.matmul = _timed(np.matmul, totals, "gemm")
-    NumpyBackend.gemm_into = _timed(NumpyBackend.gemm_into, totals, "gemm")  # type: ignore[method-assign]
+    for method in ("matmul", "gemm_into"):  # the ops' 2-D products and the fused weight gradients
+        saved.append((NumpyBackend, method, getattr(NumpyBackend, method)))
+        setattr(NumpyBackend, method, _timed(getattr(NumpyBackend, method), totals, "gemm"))
     if module is not None:
         for kernel in CATALOG:
             function = getattr(module, kernel.name, None)

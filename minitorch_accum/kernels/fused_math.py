@@ -65,9 +65,8 @@ COEFFICIENTS: dict[str, tuple[float, ...]] = {
 FLOAT_COEFFICIENTS: dict[str, tuple[float, ...]] = {
     "exp_tail": (0.5, 0.16666577756404877, 0.041666556149721146, 0.008363173343241215, 0.0013926175888627768),
     "log_tail": (0.6726167, 0.40859532, 0.29579464),
-    "normal_small": (0.3989423, -0.06649038, 0.009973556, -0.0011873107, 0.000115299066, -8.958718e-06),
-    "normal_tail": (0.8102551, 0.8176223, 0.18763344, -0.36227587, -0.066310555, 0.30086425, -0.099733874,
-                    -0.21110804, 0.20446336),
+    "normal_tail": (0.6879597, 0.98946255, 0.8426959, 0.25518286, -0.21130294, -0.14358068, 0.10495936,
+                    0.06538083, -0.060629837, -0.021887116),
 }
 
 _F32 = np.float32
@@ -153,11 +152,15 @@ def _pow2f(k: np.ndarray) -> np.ndarray:
 
 def expf_sum(y: np.ndarray, lo: np.ndarray | float = 0.0) -> np.ndarray:
     """e^(y + lo) of float32 arrays in float32 arithmetic (mta_expf_sum; lo a small correction)."""
+    y = y.astype(np.float32)
+    y = np.where(y < _F32(-104.0), _F32(-104.0), y)
+    return _expf_clamped(np.where(y > _F32(89.0), _F32(89.0), y), lo)
+
+
+def _expf_clamped(y: np.ndarray, lo: np.ndarray | float) -> np.ndarray:
+    """mta_expf_clamped: e^(y + lo) for float32 y in [-104, 89]."""
     with np.errstate(all="ignore"):
-        y = y.astype(np.float32)
         lo = np.asarray(lo, dtype=np.float32)
-        y = np.where(y < _F32(-104.0), _F32(-104.0), y)
-        y = np.where(y > _F32(89.0), _F32(89.0), y)
         magic = _F32(12582912.0)
         m = y * _F32(1.44269504) + magic
         kd = m - magic
@@ -204,20 +207,18 @@ def _clamp_magnitude(x: np.ndarray, limit: float) -> np.ndarray:
 
 def normal_parts(x: np.ndarray) -> dict[str, np.ndarray]:
     """The parts of Phi(x) and phi(x) of a float32 array in float32 arithmetic (mta_normalf):
-    ``pdf``, ``mills`` (Phi(-|x|) = pdf mills), ``small`` (Phi(x) for |x| < 1/2), ``x`` (clamped
-    to +-14.5), ``central`` (|x| < 1/2) and ``lower`` (x < 0)."""
+    ``pdf``, ``mills`` (Phi(-|x|) = pdf mills), ``x`` (clamped to +-14.5) and ``lower`` (x < 0)."""
     with np.errstate(all="ignore"):
         xc = _clamp_magnitude(x, 14.5)
         z = np.abs(xc)
         z_hi = (z.view(np.uint32) & np.uint32(0xFFFFF000)).view(np.float32)
         z_lo = z - z_hi
-        half_square_hi = (z_hi * z_hi) * _F32(-0.5)
-        half_square_lo = ((z_hi + z_hi) * z_lo + z_lo * z_lo) * _F32(-0.5)
-        t = _F32(2.0) / (_F32(2.0) + z)
-        return {"pdf": expf_sum(half_square_hi, half_square_lo) * _F32(0.398942292),
-                "mills": t * horner(_float("normal_tail"), t - _F32(0.4606)),
-                "small": _F32(0.5) + x * horner(_float("normal_small"), x * x),
-                "x": xc, "central": z < _F32(0.5), "lower": x < _F32(0.0)}
+        half_square_hi = (z_hi * _F32(-0.5)) * z_hi
+        half_square_lo = (z_lo * _F32(-1.0)) * (z_hi + z_lo * _F32(0.5))
+        clamped = np.where(half_square_hi < _F32(-104.0), _F32(-104.0), half_square_hi)
+        t = _F32(3.0) / (_F32(3.0) + z)
+        return {"pdf": _expf_clamped(clamped, half_square_lo) * _F32(0.398942292),
+                "mills": t * horner(_float("normal_tail"), t - _F32(0.5857)), "x": xc, "lower": x < _F32(0.0)}
 
 
 def _gelu_normal(x: np.ndarray) -> np.ndarray:
@@ -225,7 +226,7 @@ def _gelu_normal(x: np.ndarray) -> np.ndarray:
     n = normal_parts(x)
     upper = x * (_F32(1.0) - n["pdf"] * n["mills"])
     lower = (x * n["pdf"]) * n["mills"]
-    y: np.ndarray = np.where(n["central"], x * n["small"], np.where(n["lower"], lower, upper))
+    y: np.ndarray = np.where(n["lower"], lower, upper)
     return y
 
 
@@ -234,8 +235,7 @@ def _gelu_normal_derivative(x: np.ndarray) -> np.ndarray:
     n = normal_parts(x)
     upper = (_F32(1.0) - n["pdf"] * n["mills"]) + n["x"] * n["pdf"]
     lower = n["pdf"] * (n["mills"] + n["x"])
-    central = n["small"] + n["x"] * n["pdf"]
-    derivative: np.ndarray = np.where(n["central"], central, np.where(n["lower"], lower, upper))
+    derivative: np.ndarray = np.where(n["lower"], lower, upper)
     return derivative
 
 
