@@ -30,8 +30,9 @@ struct CrossEntropyJob {
     std::int64_t classes;
 };
 
-// Each row's shift and sum of exponentials, then (one vector loop over the rows) its
-// log-sum-exp, then its loss.
+// Each row's shift, then each row's sum of exponentials, then (one vector loop over the
+// rows) its log-sum-exp, then its loss: one pass over the rows per stage, so that the rows'
+// chains (a max's lane tree, then the exps, then a sum's) overlap instead of queuing.
 template <class T>
 MTA_ALWAYS_INLINE inline void forward_rows(const CrossEntropyJob& job, std::int64_t begin, std::int64_t end) {
     const std::int64_t n = job.classes;
@@ -39,8 +40,11 @@ MTA_ALWAYS_INLINE inline void forward_rows(const CrossEntropyJob& job, std::int6
     T* __restrict sums = shift + job.rows;
     for (std::int64_t r = begin; r < end; ++r) {
         const T* __restrict x = static_cast<const T*>(job.logits) + r * n;
-        const T s = mta_softmax_shift(row_lane_max(n, [&](std::int64_t j) { return x[j]; }));
-        shift[r] = s;
+        shift[r] = mta_softmax_shift(row_lane_max(n, [&](std::int64_t j) { return x[j]; }));
+    }
+    for (std::int64_t r = begin; r < end; ++r) {
+        const T* __restrict x = static_cast<const T*>(job.logits) + r * n;
+        const T s = shift[r];
         sums[r] = row_lane_sum(n, [&](std::int64_t j) { return mta_softmax_exp(mta_sub(x[j], s)); });
     }
 #pragma omp simd

@@ -30,21 +30,39 @@ struct SoftmaxJob {
     double scale;
 };
 
+// Up to 64 rows at a time, one pass over them per stage (their shifts, then their exps and
+// sums, then the normalization), so that the rows' chains overlap instead of queuing.
 template <class T>
 MTA_ALWAYS_INLINE inline void softmax_rows(const SoftmaxJob& job, std::int64_t begin, std::int64_t end) {
     const std::int64_t n = job.columns;
     const T scale = MtaNarrow<T>::from(job.scale);
-    for (std::int64_t r = begin; r < end; ++r) {
-        const T* __restrict x = static_cast<const T*>(job.x) + r * n;
-        const T* __restrict b = static_cast<const T*>(job.bias) + (r % job.bias_rows) * n;
-        T* __restrict y = static_cast<T*>(job.out) + r * n;
-        const auto score = [&](std::int64_t j) { return mta_softmax_score(x[j], scale, b[j]); };
-        const T shift = mta_softmax_shift(row_lane_max(n, score));
+    const auto row = [&](std::int64_t r) { return static_cast<const T*>(job.x) + r * n; };
+    const auto bias = [&](std::int64_t r) { return static_cast<const T*>(job.bias) + (r % job.bias_rows) * n; };
+    T shift[64];
+    T inverse[64];
+    for (std::int64_t first = begin; first < end; first += 64) {
+        const std::int64_t last = std::min(end, first + 64);
+        for (std::int64_t r = first; r < last; ++r) {
+            const T* __restrict x = row(r);
+            const T* __restrict b = bias(r);
+            shift[r - first] =
+                mta_softmax_shift(row_lane_max(n, [&](std::int64_t j) { return mta_softmax_score(x[j], scale, b[j]); }));
+        }
+        for (std::int64_t r = first; r < last; ++r) {
+            const T* __restrict x = row(r);
+            const T* __restrict b = bias(r);
+            T* __restrict y = static_cast<T*>(job.out) + r * n;
+            const T s = shift[r - first];
 #pragma omp simd
-        for (std::int64_t j = 0; j < n; ++j) y[j] = mta_softmax_exp(mta_sub(score(j), shift));
-        const T inverse = mta_div(T(1), row_lane_sum(n, [&](std::int64_t j) { return y[j]; }));
+            for (std::int64_t j = 0; j < n; ++j) y[j] = mta_softmax_exp(mta_sub(mta_softmax_score(x[j], scale, b[j]), s));
+            inverse[r - first] = mta_div(T(1), row_lane_sum(n, [&](std::int64_t j) { return y[j]; }));
+        }
+        for (std::int64_t r = first; r < last; ++r) {
+            T* __restrict y = static_cast<T*>(job.out) + r * n;
+            const T v = inverse[r - first];
 #pragma omp simd
-        for (std::int64_t j = 0; j < n; ++j) y[j] = mta_mul(y[j], inverse);
+            for (std::int64_t j = 0; j < n; ++j) y[j] = mta_mul(y[j], v);
+        }
     }
 }
 
