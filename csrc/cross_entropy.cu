@@ -1,8 +1,8 @@
 // Softmax cross entropy with ignore_index over (rows, classes) logits, forward and
-// backward. The forward is a row kernel (row_kernels.cuh: 32 lanes per row): the
-// row's max, its sum of e^(x - max) in the lane order of fused_math.cuh, log-sum-exp
-// (fp64, kept for the backward) and the loss. The backward is elementwise. Byte counts
-// are per element of the logits, fp32.
+// backward, in the logits' dtype T. The forward is a row kernel (row_kernels.cuh: 32
+// lanes per row): the row's max, its sum of e^(x - max) in the lane order of
+// fused_math.cuh, log-sum-exp (kept for the backward in a float64 array) and the loss.
+// The backward is elementwise. Byte counts are per element of the logits, fp32.
 #include "fused_math.cuh"
 #include "row_kernels.cuh"
 
@@ -15,22 +15,20 @@ __device__ __forceinline__ void mta_cross_entropy_forward_rows(const T* x, const
         const mta_u64 row = base + threadIdx.y;
         const bool active = row < rows;
         const T* xr = x + (active ? row : 0) * classes;
-        double m = mta_double_from_bits(0xfff0000000000000ull);
+        T m = mta_minus_infinity<T>();
         if (active) {
-            for (mta_u64 i = lane; i < classes; i += MTA_ROW_LANES) m = mta_running_max(m, mta_widen<double>(xr[i]));
+            for (mta_u64 i = lane; i < classes; i += MTA_ROW_LANES) m = mta_running_max(m, xr[i]);
         }
-        const double shift = mta_softmax_shift(mta_row_lanes_max(m));
-        double s = 0.0;
+        const T shift = mta_softmax_shift(mta_row_lanes_max(m));
+        T s = T(0);
         if (active) {
-            for (mta_u64 i = lane; i < classes; i += MTA_ROW_LANES) {
-                s = mta_add(s, MtaSoftmaxExp<T>::of(mta_sub(mta_widen<double>(xr[i]), shift)));
-            }
+            for (mta_u64 i = lane; i < classes; i += MTA_ROW_LANES) s = mta_add(s, mta_softmax_exp(mta_sub(xr[i], shift)));
         }
-        const double lse = mta_add(shift, mta_log_sum<T>(mta_row_lanes_sum(s)));
+        const T lse = mta_add(shift, mta_log_sum(mta_row_lanes_sum(s)));
         if (active && lane == 0) {
-            lse_out[row] = lse;
+            lse_out[row] = mta_widen<double>(lse);
             const mta_i64 t = targets[row];
-            losses[row] = t != ignore_index ? MtaNarrow<T>::from(mta_sub(lse, mta_widen<double>(xr[t]))) : T(0);
+            losses[row] = t != ignore_index ? mta_sub(lse, xr[t]) : T(0);
         }
     }
 }
@@ -45,8 +43,9 @@ __device__ __forceinline__ void mta_cross_entropy_backward_elements(const T* x, 
         const mta_u64 row = k / classes;
         const mta_i64 t = targets[row];
         const bool valid = t != ignore_index;
-        const double w = valid ? mta_widen<double>(grad[row]) : 0.0;
-        out[k] = mta_cross_entropy_grad_element<T>(x[k], lse[row], w, valid && (mta_i64)(k % classes) == t);
+        const T w = valid ? grad[row] : T(0);
+        out[k] = mta_cross_entropy_grad_element<T>(x[k], MtaNarrow<T>::from(lse[row]), w,
+                                                   valid && (mta_i64)(k % classes) == t);
     }
 }
 

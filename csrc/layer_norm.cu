@@ -1,8 +1,9 @@
 // LayerNorm over the last axis of a (rows, cols) array, forward and backward. Row
 // kernels run blocks of 32 x 8 threads (row_kernels.cuh): 32 lanes per row, 8 rows per
-// block, rows grid-strided. Sums are float64 in the lane order of fused_math.cuh, so
-// the results are the native module's and the NumPy reference's bits. The weight and
-// bias gradients are partial column sums per 64 rows (one thread per chunk and column),
+// block, rows grid-strided. Everything is computed in the stored dtype T, sums in the lane
+// order of fused_math.cuh, so the results are the native module's and the NumPy
+// reference's bits; mean and rstd are kept as float64 arrays. The weight and bias
+// gradients are partial column sums (in T) per 64 rows (one thread per chunk and column),
 // then the partials added in chunk order. Byte counts are per element for fp32.
 #include "fused_math.cuh"
 #include "row_kernels.cuh"
@@ -11,32 +12,32 @@ template <class T>
 __device__ __forceinline__ void mta_layer_norm_forward_rows(const T* x, const T* w, const T* b, T* y, double* mean,
                                                             double* rstd, mta_u64 rows, mta_u64 cols, double eps) {
     const unsigned lane = threadIdx.x;
-    const double count = (double)cols;
+    const T count = (T)cols;
+    const T eps_t = MtaNarrow<T>::from(eps);
     for (mta_u64 base = mta_row_round_first(); base < rows; base += mta_row_round_stride()) {
         const mta_u64 row = base + threadIdx.y;
         const bool active = row < rows;
         const T* xr = x + (active ? row : 0) * cols;
-        double s = 0.0;
+        T s = T(0);
         if (active) {
-            for (mta_u64 i = lane; i < cols; i += MTA_ROW_LANES) s = mta_add(s, mta_widen<double>(xr[i]));
+            for (mta_u64 i = lane; i < cols; i += MTA_ROW_LANES) s = mta_add(s, xr[i]);
         }
-        const double mu = mta_div(mta_row_lanes_sum(s), count);
-        double q = 0.0;
+        const T mu = mta_div(mta_row_lanes_sum(s), count);
+        T q = T(0);
         if (active) {
             for (mta_u64 i = lane; i < cols; i += MTA_ROW_LANES) {
-                const double c = mta_sub(mta_widen<double>(xr[i]), mu);
+                const T c = mta_sub(xr[i], mu);
                 q = mta_add(q, mta_mul(c, c));
             }
         }
-        const double rs = mta_div(1.0, mta_sqrt(mta_add(mta_div(mta_row_lanes_sum(q), count), eps)));
+        const T rs = mta_div(T(1), mta_sqrt(mta_add(mta_div(mta_row_lanes_sum(q), count), eps_t)));
         if (active) {
             for (mta_u64 i = lane; i < cols; i += MTA_ROW_LANES) {
-                y[row * cols + i] = mta_layer_norm_element<T>(xr[i], mu, rs, w ? mta_widen<double>(w[i]) : 1.0,
-                                                              b ? mta_widen<double>(b[i]) : -0.0);
+                y[row * cols + i] = mta_layer_norm_element<T>(xr[i], mu, rs, w ? w[i] : T(1), b ? b[i] : T(-0.0));
             }
             if (lane == 0) {
-                mean[row] = mu;
-                rstd[row] = rs;
+                mean[row] = mta_widen<double>(mu);
+                rstd[row] = mta_widen<double>(rs);
             }
         }
     }
@@ -47,29 +48,29 @@ __device__ __forceinline__ void mta_layer_norm_input_grad_rows(const T* x, const
                                                                const double* rstd, const T* g, T* dx, mta_u64 rows,
                                                                mta_u64 cols) {
     const unsigned lane = threadIdx.x;
-    const double count = (double)cols;
+    const T count = (T)cols;
     for (mta_u64 base = mta_row_round_first(); base < rows; base += mta_row_round_stride()) {
         const mta_u64 row = base + threadIdx.y;
         const bool active = row < rows;
         const mta_u64 first = (active ? row : 0) * cols;
-        const double mu = active ? mean[row] : 0.0;
-        const double rs = active ? rstd[row] : 0.0;
-        double a = 0.0;
-        double c = 0.0;
+        const T mu = active ? MtaNarrow<T>::from(mean[row]) : T(0);
+        const T rs = active ? MtaNarrow<T>::from(rstd[row]) : T(0);
+        T a = T(0);
+        T c = T(0);
         if (active) {
             for (mta_u64 i = lane; i < cols; i += MTA_ROW_LANES) {
-                const double gw = mta_mul(mta_widen<double>(g[first + i]), w ? mta_widen<double>(w[i]) : 1.0);
-                const double x_hat = mta_mul(mta_sub(mta_widen<double>(x[first + i]), mu), rs);
+                const T gw = mta_mul(g[first + i], w ? w[i] : T(1));
+                const T x_hat = mta_mul(mta_sub(x[first + i], mu), rs);
                 a = mta_add(a, gw);
                 c = mta_add(c, mta_mul(gw, x_hat));
             }
         }
-        const double mean_gw = mta_div(mta_row_lanes_sum(a), count);
-        const double mean_gw_x_hat = mta_div(mta_row_lanes_sum(c), count);
+        const T mean_gw = mta_div(mta_row_lanes_sum(a), count);
+        const T mean_gw_x_hat = mta_div(mta_row_lanes_sum(c), count);
         if (active) {
             for (mta_u64 i = lane; i < cols; i += MTA_ROW_LANES) {
-                const double gw = mta_mul(mta_widen<double>(g[first + i]), w ? mta_widen<double>(w[i]) : 1.0);
-                const double x_hat = mta_mul(mta_sub(mta_widen<double>(x[first + i]), mu), rs);
+                const T gw = mta_mul(g[first + i], w ? w[i] : T(1));
+                const T x_hat = mta_mul(mta_sub(x[first + i], mu), rs);
                 dx[first + i] = mta_layer_norm_grad_element<T>(gw, x_hat, rs, mean_gw, mean_gw_x_hat);
             }
         }
@@ -79,7 +80,7 @@ __device__ __forceinline__ void mta_layer_norm_input_grad_rows(const T* x, const
 // One thread per (chunk of 64 rows, column): the chunk's sums of g * x_hat and of g, in row order.
 template <class T>
 __device__ __forceinline__ void mta_layer_norm_column_partials(const T* x, const double* mean, const double* rstd,
-                                                               const T* g, double* partial_w, double* partial_b,
+                                                               const T* g, T* partial_w, T* partial_b,
                                                                mta_u64 rows, mta_u64 cols) {
     const mta_u64 chunks = (rows + MTA_COLUMN_CHUNK - 1) / MTA_COLUMN_CHUNK;
     const mta_u64 stride = (mta_u64)gridDim.x * blockDim.x;
@@ -87,11 +88,11 @@ __device__ __forceinline__ void mta_layer_norm_column_partials(const T* x, const
         const mta_u64 chunk = k / cols;
         const mta_u64 j = k % cols;
         const mta_u64 end = (chunk + 1) * MTA_COLUMN_CHUNK < rows ? (chunk + 1) * MTA_COLUMN_CHUNK : rows;
-        double sw = 0.0;
-        double sb = 0.0;
+        T sw = T(0);
+        T sb = T(0);
         for (mta_u64 r = chunk * MTA_COLUMN_CHUNK; r < end; ++r) {
-            const double gv = mta_widen<double>(g[r * cols + j]);
-            const double x_hat = mta_mul(mta_sub(mta_widen<double>(x[r * cols + j]), mean[r]), rstd[r]);
+            const T gv = g[r * cols + j];
+            const T x_hat = mta_mul(mta_sub(x[r * cols + j], MtaNarrow<T>::from(mean[r])), MtaNarrow<T>::from(rstd[r]));
             sw = mta_add(sw, mta_mul(gv, x_hat));
             sb = mta_add(sb, gv);
         }
@@ -101,13 +102,12 @@ __device__ __forceinline__ void mta_layer_norm_column_partials(const T* x, const
 }
 
 template <class T>
-__device__ __forceinline__ void mta_layer_norm_column_finish(const double* partials, T* out, mta_u64 chunks,
-                                                             mta_u64 cols) {
+__device__ __forceinline__ void mta_layer_norm_column_finish(const T* partials, T* out, mta_u64 chunks, mta_u64 cols) {
     const mta_u64 stride = (mta_u64)gridDim.x * blockDim.x;
     for (mta_u64 j = (mta_u64)blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += stride) {
-        double total = 0.0;
+        T total = T(0);
         for (mta_u64 c = 0; c < chunks; ++c) total = mta_add(total, partials[c * cols + j]);
-        out[j] = MtaNarrow<T>::from(total);
+        out[j] = total;
     }
 }
 
@@ -137,9 +137,9 @@ extern "C" __global__ void __launch_bounds__(256)
     mta_layer_norm_input_grad_rows<double>(x, w, mean, rstd, g, dx, rows, cols);
 }
 
-// layer_norm_column_partials: per 64 rows, sum of g x_hat and of g per column, fp64 (8 B/elem: x, g read)
+// layer_norm_column_partials: per 64 rows, sum of g x_hat and of g per column (8 B/elem: x, g read)
 extern "C" __global__ void mta_layer_norm_column_partials_f32(const float* x, const double* mean, const double* rstd,
-                                                              const float* g, double* partial_w, double* partial_b,
+                                                              const float* g, float* partial_w, float* partial_b,
                                                               mta_u64 rows, mta_u64 cols) {
     mta_layer_norm_column_partials<float>(x, mean, rstd, g, partial_w, partial_b, rows, cols);
 }
@@ -150,8 +150,8 @@ extern "C" __global__ void mta_layer_norm_column_partials_f64(const double* x, c
     mta_layer_norm_column_partials<double>(x, mean, rstd, g, partial_w, partial_b, rows, cols);
 }
 
-// layer_norm_column_finish: out[j] = the partials of column j added in chunk order (8 B per partial read)
-extern "C" __global__ void mta_layer_norm_column_finish_f32(const double* partials, float* out, mta_u64 chunks,
+// layer_norm_column_finish: out[j] = the partials of column j added in chunk order (4 B per partial read)
+extern "C" __global__ void mta_layer_norm_column_finish_f32(const float* partials, float* out, mta_u64 chunks,
                                                             mta_u64 cols) {
     mta_layer_norm_column_finish<float>(partials, out, chunks, cols);
 }

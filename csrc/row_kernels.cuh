@@ -9,11 +9,11 @@
 
 #define MTA_ROWS_PER_BLOCK 8
 
-// ``combine`` of v over the 32 lanes of this thread's row, as a tree; every thread of the block
-// calls it (a shared array per instantiation).
-template <class Combine>
-__device__ __forceinline__ double mta_row_lanes_reduce(double v, Combine combine) {
-    __shared__ double lanes[MTA_ROWS_PER_BLOCK][MTA_ROW_LANES];
+// ``combine`` of v over the 32 lanes of this thread's row, as a tree, in v's type; every thread
+// of the block calls it (a shared array per instantiation).
+template <class T, class Combine>
+__device__ __forceinline__ T mta_row_lanes_reduce(T v, Combine combine) {
+    __shared__ T lanes[MTA_ROWS_PER_BLOCK][MTA_ROW_LANES];
     const unsigned lane = threadIdx.x;
     const unsigned slot = threadIdx.y;
     lanes[slot][lane] = v;
@@ -22,24 +22,28 @@ __device__ __forceinline__ double mta_row_lanes_reduce(double v, Combine combine
         if (lane < w) lanes[slot][lane] = combine(lanes[slot][lane], lanes[slot][lane + w]);
         __syncthreads();
     }
-    const double r = lanes[slot][0];
+    const T r = lanes[slot][0];
     __syncthreads();  // a second call must not overwrite lane 0 before every thread read it
     return r;
 }
 
 struct MtaLanesAdd {
-    __device__ __forceinline__ double operator()(double a, double b) const { return mta_add(a, b); }
+    template <class T>
+    __device__ __forceinline__ T operator()(T a, T b) const { return mta_add(a, b); }
 };
 
 struct MtaLanesMax {
-    __device__ __forceinline__ double operator()(double a, double b) const { return mta_running_max(a, b); }
+    template <class T>
+    __device__ __forceinline__ T operator()(T a, T b) const { return mta_running_max(a, b); }
 };
 
 // The sum of v over the 32 lanes of this thread's row.
-__device__ __forceinline__ double mta_row_lanes_sum(double v) { return mta_row_lanes_reduce(v, MtaLanesAdd{}); }
+template <class T>
+__device__ __forceinline__ T mta_row_lanes_sum(T v) { return mta_row_lanes_reduce(v, MtaLanesAdd{}); }
 
 // The largest v over the 32 lanes of this thread's row (NaN skipped).
-__device__ __forceinline__ double mta_row_lanes_max(double v) { return mta_row_lanes_reduce(v, MtaLanesMax{}); }
+template <class T>
+__device__ __forceinline__ T mta_row_lanes_max(T v) { return mta_row_lanes_reduce(v, MtaLanesMax{}); }
 
 // The first row of this block's slot in each round and the stride between rounds: every
 // thread of a block runs the same rounds (the barriers need it); a row past the end is idle.

@@ -86,7 +86,7 @@ def multi_adamw_step(
     """adamw_step over a list, one launch per table (28 B/elem fp32)."""
 
 def gelu_forward(x: Array, out: Array, tanh: bool) -> None:
-    """y = gelu(x), erf or tanh form, in fp64 with our erf, rounded once (8 B/elem fp32)."""
+    """y = gelu(x), erf or tanh form, in x's dtype with our erf / normal distribution (8 B/elem fp32)."""
 
 def gelu_backward(x: Array, grad: Array, out: Array, tanh: bool) -> None:
     """dx = dy * gelu'(x) (12 B/elem fp32)."""
@@ -121,10 +121,25 @@ def embedding_backward(ids: Array, grad: Array, out: Array) -> None:
     id).
     """
 
+def softmax_forward(x: Array, bias: Array | None, scale: float, out: Array) -> None:
+    """y = softmax(x scale + bias) per row, bias row r % bias rows (a mask) (8 B/elem fp32)."""
+
+def softmax_backward(probs: Array, grad: Array, scale: float, out: Array) -> None:
+    """dx = p (g - sum(g p)) scale per row (12 B/elem fp32)."""
+
 # ---------------------------------------------------------------- the module's other functions
 
 def erf(x: Array, out: Array) -> None:
-    """The erf of the GELU kernels (float64 inside, rounded once to x's dtype), for its accuracy test."""
+    """The erf of the float64 GELU kernels (float64 inside, rounded once to x's dtype), for its accuracy test."""
+
+def register_blas_gemm(sgemm: int, dgemm: int) -> None:
+    """The addresses of the row-major cblas_sgemm and cblas_dgemm (64-bit integers) that gemm calls."""
+
+def blas_gemm_registered() -> bool:
+    """Whether register_blas_gemm was called."""
+
+def gemm(a: Array, trans_a: bool, b: Array, trans_b: bool, out: Array, alpha: float, beta: float) -> None:
+    """out = alpha op(a) op(b) + beta out, cut over the native pool, each block one single-threaded BLAS call."""
 
 def getenv(name: str) -> str | None:
     """The process environment's value of name (os.environ writes through putenv), or None; cheap when unset."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.machine import threads_line
+from benchmarks.harness.machine import machine_line, threads_line
 
 __all__ = ["format_table", "plot"]
 
@@ -30,7 +30,8 @@ def _bucket_lines(record: dict[str, Any] | None, title: str) -> list[str]:
 
 def format_table(payload: dict[str, Any]) -> str:
     settings, step = payload["settings"], payload["step"]
-    lines = [threads_line(payload.get("machine", {})) + " (this process; each rank: MTA_NUM_THREADS)",
+    lines = [machine_line(payload.get("machine", {})),
+             threads_line(payload.get("machine", {})) + " (this process; each rank: MTA_NUM_THREADS)",
              f"all-reduce of a float32 gradient arena over {settings['ranks']} ranks (MPI), against a copy of "
              "the same bytes on one rank; times are the slowest rank's medians", "", *_network_lines(payload),
              f"{'elements':>10}  {'MiB':>7}  {'copy GB/s':>9}  {'allreduce GB/s':>14}  {'allreduce / copy time':>21}"]

@@ -15,7 +15,7 @@ import numpy as np
 from minitorch_accum import Tensor, nn
 from minitorch_accum.nn import functional as F
 
-__all__ = ["CHARS", "DIGITS", "WIDE", "ModelCase", "ModelSpec", "TransformerCase"]
+__all__ = ["CHARS", "DIGITS", "NANOGPT_CPU", "WIDE", "ModelCase", "ModelSpec", "TransformerCase"]
 
 
 class ModelCase(Protocol):
@@ -142,6 +142,7 @@ class TransformerCase:
     n_embd: int
     repeats: int
     warmup: int
+    optimizer: str = "sgd"  # "sgd" (SGD with momentum) or "adamw" (nanoGPT's: betas 0.9, 0.99; decay 0.1)
 
     @property
     def items_per_row(self) -> int:
@@ -255,3 +256,7 @@ def _torch_transformer(torch: Any, config: Any) -> Any:
 
 # maccum's chars task as it trains by default: a micro-batch of 32 windows is ~30 ms on two cores
 CHARS = TransformerCase("char_transformer", block_size=32, n_layer=2, n_head=4, n_embd=64, repeats=7, warmup=1)
+# nanoGPT's Shakespeare-on-a-CPU configuration (its README: block 64, batch 12, 4 layers, 4 heads,
+# 128 wide, dropout 0, AdamW), on the same characters; a micro-batch is 12 windows of 64
+NANOGPT_CPU = TransformerCase("nanogpt_cpu", block_size=64, n_layer=4, n_head=4, n_embd=128, repeats=5, warmup=1,
+                              optimizer="adamw")

@@ -8,7 +8,7 @@ from typing import Any
 
 from benchmarks.end_to_end.memory import MEMORY_SLACK
 from benchmarks.harness.contention import QUIET_SHARE
-from benchmarks.harness.machine import threads_line
+from benchmarks.harness.machine import machine_line, threads_line
 from benchmarks.harness.text_table import text_table
 from benchmarks.harness.timing import median
 
@@ -20,7 +20,8 @@ def format_table(payload: dict[str, Any]) -> str:
     env = payload["environment"]
     others = env.get("other_processes_cpu_share")
     lines: list[str] = [
-        f"{payload['machine'].get('cpu')}, {payload['machine'].get('cores')} cores, the library's kernels on "
+        machine_line(payload["machine"]),
+        f"the library's kernels on "
         f"{env.get('kernel_path', 'native')}, BLAS threads "
         f"{env['blas_threads']}, torch threads {env['torch_threads']}, other processes used "
         f"{'?' if others is None else f'{others:.0%}'} of the cores meanwhile",

@@ -1,6 +1,6 @@
 """The same model, initial values and window loop in PyTorch eager: loss summed over a
 micro-batch's items and divided by the window's items, ``.backward()`` accumulating into
-``.grad``, ``SGD(momentum).step()`` and ``zero_grad()`` per window."""
+``.grad``, ``SGD(momentum).step()`` (or AdamW, as the case says) and ``zero_grad()`` per window."""
 
 from __future__ import annotations
 
@@ -21,12 +21,15 @@ class TorchTwin:
     """PyTorch eager twin of one model case, with its micro-batches on the run's device."""
 
     def __init__(self, torch: Any, case: ModelCase, model: nn.Module, features: np.ndarray, labels: np.ndarray,
-                 b: int, max_k: int, device: str, lr: float, momentum: float) -> None:
+                 b: int, max_k: int, device: str, lr: float, momentum: float, optimizer: str = "sgd") -> None:
         self.torch = torch
         self.case = case
         self.device = "cuda" if device != "cpu" else "cpu"
         self.model = case.torch_model(torch, model).to(self.device)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=momentum)
+        if optimizer == "adamw":  # nanoGPT's betas and decay, on every parameter (as ours)
+            self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.1)
+        else:
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=momentum)
         self.micro = [(torch.from_numpy(features[i * b:(i + 1) * b]).to(self.device),
                        torch.from_numpy(labels[i * b:(i + 1) * b].astype(np.int64)).to(self.device))
                       for i in range(max_k)]

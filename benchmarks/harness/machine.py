@@ -1,5 +1,13 @@
 """Facts about the machine a run measured, for the result files: CPU, cores, SIMD level,
-library versions, BLAS threads, load, and (when present) the GPU."""
+library versions, BLAS libraries and the kernel each chose (and the environment variables that
+choose it), threads, load, and (when present) the GPU.
+
+The BLAS kernel matters as much as the CPU: OpenBLAS picks its GEMM kernel at load time from
+the CPU, unless ``OPENBLAS_CORETYPE`` names one (an AMD EPYC machine of this project sets
+``OPENBLAS_CORETYPE=Haswell``, which on an AVX-512 CPU runs the AVX2 kernel), and
+``OPENBLAS_L2_SIZE`` changes its blocking. The same command measured 0.50x PyTorch on one
+machine and 0.89x on another without a word on why (issue 27); every header now says.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +17,11 @@ import platform
 from pathlib import Path
 from typing import Any
 
-__all__ = ["blas_threads", "cpu_caches", "loadavg", "machine_info", "native_simd", "threads_line"]
+__all__ = ["BLAS_ENVIRONMENT", "blas_environment", "blas_libraries", "blas_line", "blas_threads", "cpu_caches",
+           "loadavg", "machine_info", "machine_line", "native_simd", "threads_line", "torch_blas"]
+
+#: the environment variables that choose OpenBLAS's kernel and its blocking
+BLAS_ENVIRONMENT = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 def machine_info() -> dict[str, Any]:
@@ -29,6 +41,8 @@ def machine_info() -> dict[str, Any]:
     info["numpy"] = numpy.__version__
     # every pool's threads (BLAS, OpenMP, the native kernels', torch's) as this process has them
     info["threads"] = thread_summary()
+    info["blas"] = blas_libraries()
+    info["blas_environment"] = blas_environment()
     info["malloc"] = retained_memory()
     for name in ("scipy", "torch", "cupy"):
         try:
@@ -47,6 +61,66 @@ def machine_info() -> dict[str, Any]:
     except Exception:
         info["gpu"] = None
     return info
+
+
+def blas_libraries() -> list[dict[str, Any]]:
+    """Each BLAS library this process has loaded (threadpoolctl): who ships it, its API and
+    version, the kernel it chose (``architecture``: SkylakeX, Haswell, Zen...), its threading
+    layer and threads. NumPy's OpenBLAS is loaded by importing NumPy; SciPy's only once used."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return []
+    libraries = []
+    for info in threadpool_info():
+        if info.get("user_api") != "blas":
+            continue
+        path = str(info.get("filepath", ""))
+        owner = next((name for name in ("numpy", "scipy", "torch", "sklearn") if f"{os.sep}{name}" in path), "")
+        libraries.append({"library": f"{owner} {info.get('internal_api', '?')}".strip(),
+                          "version": info.get("version"), "architecture": info.get("architecture"),
+                          "threading_layer": info.get("threading_layer"), "threads": info.get("num_threads")})
+    return libraries
+
+
+def blas_environment() -> dict[str, str | None]:
+    """``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` as this process sees them (None: not set)."""
+    return {name: os.environ.get(name) for name in BLAS_ENVIRONMENT}
+
+
+def torch_blas(torch: Any) -> dict[str, str | None]:
+    """What PyTorch computes its GEMMs with, from its build configuration: the BLAS (``mkl`` in
+    the CPU wheels, statically linked, which threadpoolctl cannot see), its version line and the
+    CPU capability its kernels dispatch to (AVX512, AVX2)."""
+    text = torch.__config__.show()
+    found: dict[str, str | None] = {"blas": None, "blas_version": None, "cpu_capability": None}
+    for line in text.splitlines():
+        line = line.strip(" -")
+        if "BLAS_INFO=" in line:
+            found["blas"] = line.split("BLAS_INFO=", 1)[1].split(",", 1)[0]
+        elif "Math Kernel Library" in line or line.startswith("OpenBLAS"):
+            found["blas_version"] = line
+        elif line.startswith("CPU capability usage:"):
+            found["cpu_capability"] = line.split(":", 1)[1].strip()
+    return found
+
+
+def blas_line(machine: dict[str, Any]) -> str:
+    """``BLAS: numpy openblas 0.3.31, kernel SkylakeX (pthreads, 2 threads); OPENBLAS_CORETYPE unset, ...``"""
+    libraries = machine.get("blas")
+    if libraries is None:
+        return "BLAS: not recorded"
+    parts = [f"{b['library']} {b['version']}, kernel {b['architecture']} ({b['threading_layer']}, {b['threads']} "
+             f"thread{'s' if b['threads'] != 1 else ''})" for b in libraries] or ["none loaded"]
+    env = machine.get("blas_environment", {})
+    variables = ", ".join(f"{name}={env[name]}" if env.get(name) is not None else f"{name} unset"
+                          for name in BLAS_ENVIRONMENT)
+    return f"BLAS: {'; '.join(parts)}; {variables}"
+
+
+def machine_line(machine: dict[str, Any]) -> str:
+    """The header line every benchmark prints first: CPU model, cores, the BLAS and its kernel."""
+    return f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores; {blas_line(machine)}"
 
 
 def cpu_caches() -> dict[str, int]:

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.machine import threads_line
+from benchmarks.harness.machine import machine_line, threads_line
 from benchmarks.harness.text_table import text_table
 from benchmarks.kernels.variants import shown_name
 
@@ -34,7 +34,7 @@ def format_table(payload: dict[str, Any]) -> str:
             f = case["variants"].get(name)
             cells.append("-" if f is None else f"{f['gb_per_s']:.1f} ({f['fraction_of_limit']:.0%})")
         rows.append([shown_name(name, info), str(info["bytes_per_element"])] + cells)
-    lines = [threads_line(payload.get("machine", {})),
+    lines = [machine_line(payload.get("machine", {})), threads_line(payload.get("machine", {})),
              f"the library's kernels ran on: {_library_path(payload)} (MTA_KERNELS=native|emulated|reference on "
              "the CPU)",
              "GB/s from useful bytes (percent of the case's best copy/triad, both in bus bytes)"]

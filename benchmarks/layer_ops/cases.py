@@ -150,11 +150,40 @@ def _embedding(settings: Settings, torch: Any) -> Case:
     return Case("embedding backward", f"{settings.rows} ids, {settings.vocab} x {settings.embd}", variants, False)
 
 
+def _attention_softmax(settings: Settings, torch: Any) -> Case:
+    """The attention's softmax with its scale and causal mask: one row per query, (batch x heads x
+    L) rows of S = L keys, the char transformer's b = 32, 4 heads, block 32 (a 32 x 32 block)."""
+    length = 32
+    scores = _data((settings.rows * 4, length), 15)
+    g = _data((settings.rows * 4, length), 16)
+    causal = np.where(np.tri(length, dtype=bool), 0.0, -np.inf).astype(np.float32)
+    probs = K.softmax_forward(scores, causal, 0.25)
+    full = np.tile(causal, (settings.rows * 4 // length, 1))
+
+    def numpy_forward() -> Any:
+        s = scores * np.float32(0.25) + full
+        m = s.max(-1, keepdims=True)
+        return np.exp(s - m - np.log(np.exp(s - m).sum(-1, keepdims=True)))
+
+    variants: dict[str, Callable[[], Any]] = {
+        "ours_forward": lambda: K.softmax_forward(scores, causal, 0.25),
+        "ours_backward": lambda: K.softmax_backward(probs, g, 0.25),
+        "numpy_forward": numpy_forward,
+        "numpy_backward": lambda: probs * (g - (g * probs).sum(-1, keepdims=True)) * np.float32(0.25),
+    }
+    if torch is not None:
+        ts, tg, tp, tmask = (torch.from_numpy(a) for a in (scores, g, probs, full))
+        variants["torch_forward"] = lambda: torch.softmax(ts * 0.25 + tmask, -1)
+        variants["torch_backward"] = lambda: torch.ops.aten._softmax_backward_data(tg, tp, -1, torch.float32) * 0.25
+    return Case("softmax (attention)", f"{settings.rows * 4} rows of {length}, causal", variants, False)
+
+
 def _matmul_3d(settings: Settings, torch: Any) -> Case:
     x = _data((32, settings.rows // 32, settings.embd), 11)
     w = _data((settings.embd, settings.hidden), 12)
     variants: dict[str, Callable[[], Any]] = {
-        "ours_forward": lambda: (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[1]),
+        "ours_forward": lambda: backend_for("cpu").matmul(x.reshape(-1, x.shape[-1]), w).reshape(*x.shape[:-1],
+                                                                                                  w.shape[1]),
         "numpy_forward": lambda: np.matmul(x, w),
     }
     if torch is not None:
@@ -165,7 +194,8 @@ def _matmul_3d(settings: Settings, torch: Any) -> Case:
 
 def fused_cases(settings: Settings, torch: Any) -> list[Case]:
     return [_gelu(settings, torch, "none"), _gelu(settings, torch, "tanh"), _layer_norm(settings, torch),
-            _cross_entropy(settings, torch), _embedding(settings, torch), _matmul_3d(settings, torch)]
+            _cross_entropy(settings, torch), _embedding(settings, torch), _attention_softmax(settings, torch),
+            _matmul_3d(settings, torch)]
 
 
 def gemm_cases(settings: Settings, torch: Any) -> list[Case]:

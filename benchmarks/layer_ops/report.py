@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.harness.machine import machine_line
 from benchmarks.harness.text_table import text_table
 
 __all__ = ["format_table"]
@@ -22,7 +23,8 @@ def _x(case: dict[str, Any], name: str) -> str:
 def format_table(payload: dict[str, Any]) -> str:
     settings = payload["settings"]
     load = payload["load_average"]
-    lines = [f"layer ops, float32, {settings['threads']} thread(s) for BLAS, PyTorch and the native pool; "
+    lines = [machine_line(payload.get("machine", {})),
+             f"layer ops, float32, {settings['threads']} thread(s) for BLAS, PyTorch and the native pool; "
              f"load average before {load['before']}, after {load['after']}", ""]
     rows = []
     for c in [c for c in payload["cases"] if c["case"] != "weight-gradient GEMM"]:

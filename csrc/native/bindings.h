@@ -12,6 +12,8 @@ void bind_gelu(pybind11::module_& m);
 void bind_layer_norm(pybind11::module_& m);
 void bind_cross_entropy(pybind11::module_& m);
 void bind_embedding(pybind11::module_& m);
+void bind_softmax(pybind11::module_& m);
+void bind_gemm(pybind11::module_& m);
 void bind_layout(pybind11::module_& m);
 void bind_environment(pybind11::module_& m);
 void bind_memory_counter(pybind11::module_& m);

@@ -1,6 +1,7 @@
 // Native softmax cross entropy with ignore_index, forward and backward: each row's max,
-// its sum of exponentials (lane order of fused_math.cuh) and log-sum-exp in float64,
-// our exp and log, the loss or the gradient rounded once to the stored dtype.
+// its sum of exponentials (lane order of fused_math.cuh) and log-sum-exp in the stored
+// dtype (float32 logits in float32 SIMD, float64 in float64), our exp and log; the
+// log-sum-exp is kept as a float64 array for the backward (a float32 row's value, exactly).
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -21,7 +22,7 @@ struct CrossEntropyJob {
     const std::int64_t* targets;
     std::int64_t ignore_index;
     double* lse;          // forward writes it, backward reads it
-    double* shift;        // forward: each row's shift (scratch)
+    void* shift;          // forward, in T: each row's shift, then (rows on) its sum, then log-sum-exp
     void* losses;         // forward
     const void* grad;     // backward: one per item
     void* out;            // backward: like logits
@@ -29,27 +30,30 @@ struct CrossEntropyJob {
     std::int64_t classes;
 };
 
-// Each row's shift and sum of exponentials, then (one vector loop over the rows) its
-// log-sum-exp, then its loss.
+// Each row's shift, then each row's sum of exponentials, then (one vector loop over the
+// rows) its log-sum-exp, then its loss: one pass over the rows per stage, so that the rows'
+// chains (a max's lane tree, then the exps, then a sum's) overlap instead of queuing.
 template <class T>
 MTA_ALWAYS_INLINE inline void forward_rows(const CrossEntropyJob& job, std::int64_t begin, std::int64_t end) {
     const std::int64_t n = job.classes;
-    double* __restrict lse = job.lse;
-    double* __restrict shift = job.shift;
+    T* __restrict shift = static_cast<T*>(job.shift);
+    T* __restrict sums = shift + job.rows;
     for (std::int64_t r = begin; r < end; ++r) {
         const T* __restrict x = static_cast<const T*>(job.logits) + r * n;
-        const double s = mta_softmax_shift(row_lane_max(n, [&](std::int64_t j) { return mta_widen<double>(x[j]); }));
-        shift[r] = s;
-        lse[r] = row_lane_sum(  // the sum, until the loop below takes its log
-            n, [&](std::int64_t j) { return MtaSoftmaxExp<T>::of(mta_sub(mta_widen<double>(x[j]), s)); });
+        shift[r] = mta_softmax_shift(row_lane_max(n, [&](std::int64_t j) { return x[j]; }));
+    }
+    for (std::int64_t r = begin; r < end; ++r) {
+        const T* __restrict x = static_cast<const T*>(job.logits) + r * n;
+        const T s = shift[r];
+        sums[r] = row_lane_sum(n, [&](std::int64_t j) { return mta_softmax_exp(mta_sub(x[j], s)); });
     }
 #pragma omp simd
-    for (std::int64_t r = begin; r < end; ++r) lse[r] = mta_add(shift[r], mta_log_sum<T>(lse[r]));
+    for (std::int64_t r = begin; r < end; ++r) sums[r] = mta_add(shift[r], mta_log_sum(sums[r]));
     for (std::int64_t r = begin; r < end; ++r) {
         const std::int64_t t = job.targets[r];
         const T* x = static_cast<const T*>(job.logits) + r * n;
-        static_cast<T*>(job.losses)[r] =
-            t != job.ignore_index ? MtaNarrow<T>::from(mta_sub(lse[r], mta_widen<double>(x[t]))) : T(0);
+        job.lse[r] = sums[r];
+        static_cast<T*>(job.losses)[r] = t != job.ignore_index ? mta_sub(sums[r], x[t]) : T(0);
     }
 }
 
@@ -61,8 +65,8 @@ MTA_ALWAYS_INLINE inline void backward_rows(const CrossEntropyJob& job, std::int
         T* __restrict out = static_cast<T*>(job.out) + r * n;
         const std::int64_t t = job.targets[r];
         const bool valid = t != job.ignore_index;
-        const double w = valid ? mta_widen<double>(static_cast<const T*>(job.grad)[r]) : 0.0;
-        const double lse = job.lse[r];
+        const T w = valid ? static_cast<const T*>(job.grad)[r] : T(0);
+        const T lse = MtaNarrow<T>::from(job.lse[r]);
 #pragma omp simd
         for (std::int64_t j = 0; j < n; ++j) {
             out[j] = mta_cross_entropy_grad_element<T>(x[j], lse, w, valid && j == t);
@@ -128,7 +132,7 @@ std::int64_t cross_entropy_forward(py::handle logits, py::handle targets, std::i
                           {"lse", lse, true}},
                          {"logits", "losses"}, {"lse"}, {"targets"});
     check_rows(kernel, args, ignore_index, {"losses", "lse"}, false);
-    std::vector<double> shift(static_cast<std::size_t>(args["logits"].shape(0)));
+    std::vector<double> shift(2 * static_cast<std::size_t>(args["logits"].shape(0)));  // room for T = double
     const CrossEntropyJob job{args.data("logits"), static_cast<const std::int64_t*>(args.data("targets")),
                               ignore_index, static_cast<double*>(args.mutable_data("lse")), shift.data(),
                               args.mutable_data("losses"), nullptr, nullptr, args["logits"].shape(0),
@@ -160,7 +164,8 @@ void bind_cross_entropy(py::module_& m) {
     m.def("cross_entropy_forward", &cross_entropy_forward, py::arg("logits"), py::arg("targets"),
           py::arg("ignore_index"), py::arg("losses"), py::arg("lse"),
           R"doc(losses[i] = logsumexp(logits[i]) - logits[i, targets[i]] (0 where targets[i] == ignore_index) and
-lse[i] = logsumexp(logits[i]) (float64) for 2-D logits; returns the number of items not ignored (4 B/elem fp32).)doc");
+lse[i] = logsumexp(logits[i]) (a float64 array; computed in the logits' dtype) for 2-D logits; returns the number of
+items not ignored (4 B/elem fp32).)doc");
     m.def("cross_entropy_backward", &cross_entropy_backward, py::arg("logits"), py::arg("targets"),
           py::arg("ignore_index"), py::arg("lse"), py::arg("grad"), py::arg("out"),
           R"doc(out = grad[i] * (softmax(logits[i]) - one_hot(targets[i])), 0 on ignored rows (8 B/elem fp32).)doc");

@@ -1,4 +1,4 @@
-// The kernels of csrc/gelu.cu, layer_norm.cu, cross_entropy.cu and embedding.cu, compiled
+// The kernels of csrc/gelu.cu, layer_norm.cu, cross_entropy.cu, embedding.cu and softmax.cu, compiled
 // unchanged for the CPU launch emulator. pybind11 comes before the shims, which redefine
 // CUDA keywords as macros.
 #include "native/emulator.h"
@@ -9,6 +9,7 @@
 #include "embedding.cu"
 #include "gelu.cu"
 #include "layer_norm.cu"
+#include "softmax.cu"
 
 namespace minitorch_accum::emulator {
 
@@ -17,6 +18,7 @@ void register_fused_kernels() {
     MTA_LAYER_NORM_KERNELS(MTA_REGISTER_KERNEL)
     MTA_CROSS_ENTROPY_KERNELS(MTA_REGISTER_KERNEL)
     MTA_EMBEDDING_KERNELS(MTA_REGISTER_KERNEL)
+    MTA_SOFTMAX_KERNELS(MTA_REGISTER_KERNEL)
 }
 
 }  // namespace minitorch_accum::emulator

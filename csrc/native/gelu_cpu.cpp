@@ -1,6 +1,7 @@
 // Native GELU (erf and tanh forms), forward and backward: the element math of
-// fused_math.cuh in loops the compiler vectorizes (SSE2, AVX2, AVX-512 variants),
-// spread over the native thread pool, GIL released for large arrays.
+// fused_math.cuh, in the stored dtype (float32 in float32 SIMD: 16 lanes to an AVX-512
+// register), in loops the compiler vectorizes (SSE2, AVX2, AVX-512 variants), spread
+// over the native thread pool, GIL released for large arrays.
 #include <cstdint>
 #include <optional>
 
@@ -27,7 +28,7 @@ MTA_ALWAYS_INLINE inline void gelu_backward_loop(const T* __restrict x, const T*
     for (std::int64_t i = 0; i < n; ++i) y[i] = mta_gelu_backward_element<T, TANH>(x[i], g[i]);
 }
 
-// The erf and exp polynomials are compute-bound: AVX-512 runs 8 doubles per operation.
+// The polynomials are compute-bound: AVX-512 runs 16 floats (8 doubles) per operation.
 MTA_SIMD_CLONES(gelu_forward_loop, (class T, bool TANH), (T, TANH), (const T* x, T* y, std::int64_t n), (x, y, n))
 MTA_SIMD_CLONES(gelu_backward_loop, (class T, bool TANH), (T, TANH), (const T* x, const T* g, T* y, std::int64_t n),
                 (x, g, y, n))
@@ -83,7 +84,7 @@ void gelu(const char* kernel, bool backward, py::handle x, py::handle grad, py::
 
 template <class T>
 void erf_values(const T* x, T* out, std::int64_t n) {
-    for (std::int64_t i = 0; i < n; ++i) out[i] = MtaNarrow<T>::from(mta_erf<T>(mta_widen<double>(x[i])));
+    for (std::int64_t i = 0; i < n; ++i) out[i] = MtaNarrow<T>::from(mta_erf(mta_widen<double>(x[i])));
 }
 
 }  // namespace
@@ -104,19 +105,19 @@ void bind_gelu(py::module_& m) {
             }
         },
         py::arg("x"), py::arg("out"),
-        R"doc(out = erf(x), the error function the GELU kernels use (float64 inside, rounded once): exposed for
-its accuracy test.)doc");
+        R"doc(out = erf(x), the error function the float64 GELU kernels use (float64 inside, rounded once to x's
+dtype): exposed for its accuracy test.)doc");
     m.def(
         "gelu_forward", [](py::handle x, py::handle out, bool tanh) { gelu("gelu_forward", false, x, py::none(), out, tanh); },
         py::arg("x"), py::arg("out"), py::arg("tanh"),
-        R"doc(out = gelu(x) (erf form, or tanh form when tanh), computed in float64 and rounded once (8 B/elem fp32).)doc");
+        R"doc(out = gelu(x) (erf form, or tanh form when tanh), computed in x's dtype (8 B/elem fp32).)doc");
     m.def(
         "gelu_backward",
         [](py::handle x, py::handle grad, py::handle out, bool tanh) {
             gelu("gelu_backward", true, x, grad, out, tanh);
         },
         py::arg("x"), py::arg("grad"), py::arg("out"), py::arg("tanh"),
-        R"doc(out = grad * gelu'(x), computed in float64 and rounded once (12 B/elem fp32).)doc");
+        R"doc(out = grad * gelu'(x), computed in x's dtype (12 B/elem fp32).)doc");
 }
 
 }  // namespace minitorch_accum

@@ -1,7 +1,8 @@
 // Native LayerNorm over the last axis, forward and backward: one pass per row sum in the
-// lane order of fused_math.cuh (row_loops.h), float64 throughout, rounded once to the
-// stored dtype; the weight and bias gradients as partial column sums per 64 rows, added
-// in chunk order, so the result never depends on the number of threads.
+// lane order of fused_math.cuh (row_loops.h), in the stored dtype (float32 rows in float32
+// SIMD, float64 rows in float64); mean and rstd are kept as float64 arrays (a float32
+// row's values, exactly). The weight and bias gradients are partial column sums per 64
+// rows, added in chunk order, so the result never depends on the number of threads.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -25,8 +26,8 @@ struct LayerNormJob {
     void* out;           // forward: y; backward: dx (null: not wanted)
     double* mean;
     double* rstd;
-    double* partial_w;   // backward: chunks x columns partial sums (scratch when not wanted)
-    double* partial_b;
+    void* partial_w;     // backward: chunks x columns partial sums in T (scratch when not wanted)
+    void* partial_b;
     std::int64_t rows;
     std::int64_t columns;
     double eps;
@@ -35,22 +36,21 @@ struct LayerNormJob {
 template <class T>
 MTA_ALWAYS_INLINE inline void forward_rows(const LayerNormJob& job, std::int64_t begin, std::int64_t end) {
     const std::int64_t n = job.columns;
-    const double count = static_cast<double>(n);
+    const T count = static_cast<T>(n);
+    const T eps = MtaNarrow<T>::from(job.eps);
     const T* __restrict w = static_cast<const T*>(job.weight);
     const T* __restrict b = static_cast<const T*>(job.bias);
     for (std::int64_t r = begin; r < end; ++r) {
         const T* __restrict x = static_cast<const T*>(job.x) + r * n;
         T* __restrict y = static_cast<T*>(job.out) + r * n;
-        const double mean = mta_div(row_lane_sum(n, [&](std::int64_t j) { return mta_widen<double>(x[j]); }), count);
-        const double squares = row_lane_sum(n, [&](std::int64_t j) {
-            const double c = mta_sub(mta_widen<double>(x[j]), mean);
+        const T mean = mta_div(row_lane_sum(n, [&](std::int64_t j) { return x[j]; }), count);
+        const T squares = row_lane_sum(n, [&](std::int64_t j) {
+            const T c = mta_sub(x[j], mean);
             return mta_mul(c, c);
         });
-        const double rstd = mta_div(1.0, mta_sqrt(mta_add(mta_div(squares, count), job.eps)));
+        const T rstd = mta_div(T(1), mta_sqrt(mta_add(mta_div(squares, count), eps)));
 #pragma omp simd
-        for (std::int64_t j = 0; j < n; ++j) {
-            y[j] = mta_layer_norm_element<T>(x[j], mean, rstd, mta_widen<double>(w[j]), mta_widen<double>(b[j]));
-        }
+        for (std::int64_t j = 0; j < n; ++j) y[j] = mta_layer_norm_element<T>(x[j], mean, rstd, w[j], b[j]);
         job.mean[r] = mean;
         job.rstd[r] = rstd;
     }
@@ -63,40 +63,38 @@ MTA_ALWAYS_INLINE inline void forward_rows(const LayerNormJob& job, std::int64_t
 template <class T>
 MTA_ALWAYS_INLINE inline void backward_chunk(const LayerNormJob& job, std::int64_t chunk) {
     const std::int64_t n = job.columns;
-    const double count = static_cast<double>(n);
+    const T count = static_cast<T>(n);
     const T* __restrict w = static_cast<const T*>(job.weight);
-    double* __restrict pw = job.partial_w + chunk * n;
-    double* __restrict pb = job.partial_b + chunk * n;
-    for (std::int64_t j = 0; j < n; ++j) pw[j] = pb[j] = 0.0;
+    T* __restrict pw = static_cast<T*>(job.partial_w) + chunk * n;
+    T* __restrict pb = static_cast<T*>(job.partial_b) + chunk * n;
+    for (std::int64_t j = 0; j < n; ++j) pw[j] = pb[j] = T(0);
     const std::int64_t end = std::min(job.rows, (chunk + 1) * MTA_COLUMN_CHUNK);
     for (std::int64_t r = chunk * MTA_COLUMN_CHUNK; r < end; ++r) {
         const T* __restrict x = static_cast<const T*>(job.x) + r * n;
         const T* __restrict g = static_cast<const T*>(job.grad) + r * n;
-        const double mean = job.mean[r];
-        const double rstd = job.rstd[r];
-        const auto x_hat = [&](std::int64_t j) { return mta_mul(mta_sub(mta_widen<double>(x[j]), mean), rstd); };
-        const auto gw = [&](std::int64_t j) { return mta_mul(mta_widen<double>(g[j]), mta_widen<double>(w[j])); };
+        const T mean = MtaNarrow<T>::from(job.mean[r]);
+        const T rstd = MtaNarrow<T>::from(job.rstd[r]);
+        const auto x_hat = [&](std::int64_t j) { return mta_mul(mta_sub(x[j], mean), rstd); };
+        const auto gw = [&](std::int64_t j) { return mta_mul(g[j], w[j]); };
         if (job.out) {
             T* __restrict dx = static_cast<T*>(job.out) + r * n;
-            double sum_gw = 0.0;
-            double sum_gw_x_hat = 0.0;
+            T sum_gw = T(0);
+            T sum_gw_x_hat = T(0);
             row_lane_sums(n, gw, [&](std::int64_t j) { return mta_mul(gw(j), x_hat(j)); }, sum_gw, sum_gw_x_hat);
-            const double mean_gw = mta_div(sum_gw, count);
-            const double mean_gw_x_hat = mta_div(sum_gw_x_hat, count);
+            const T mean_gw = mta_div(sum_gw, count);
+            const T mean_gw_x_hat = mta_div(sum_gw_x_hat, count);
 #pragma omp simd
             for (std::int64_t j = 0; j < n; ++j) {
-                const double h = x_hat(j);
-                const double gj = mta_widen<double>(g[j]);
+                const T h = x_hat(j);
                 dx[j] = mta_layer_norm_grad_element<T>(gw(j), h, rstd, mean_gw, mean_gw_x_hat);
-                pw[j] = mta_add(pw[j], mta_mul(gj, h));
-                pb[j] = mta_add(pb[j], gj);
+                pw[j] = mta_add(pw[j], mta_mul(g[j], h));
+                pb[j] = mta_add(pb[j], g[j]);
             }
         } else {
 #pragma omp simd
             for (std::int64_t j = 0; j < n; ++j) {
-                const double gj = mta_widen<double>(g[j]);
-                pw[j] = mta_add(pw[j], mta_mul(gj, x_hat(j)));
-                pb[j] = mta_add(pb[j], gj);
+                pw[j] = mta_add(pw[j], mta_mul(g[j], x_hat(j)));
+                pb[j] = mta_add(pb[j], g[j]);
             }
         }
     }
@@ -144,15 +142,15 @@ const void* row_or_fill(const FusedArgs& args, const char* role, Dtype dtype, st
     return storage.data();
 }
 
-// The partials of each column added in chunk order, rounded once to T.
+// The partials of each column added in chunk order.
 template <class T>
-void finish_columns(const double* partials, std::int64_t chunks, std::int64_t n, void* out) {
-    std::vector<double> total(static_cast<std::size_t>(n), 0.0);
-    for (std::int64_t c = 0; c < chunks; ++c) {
-        for (std::int64_t j = 0; j < n; ++j) total[j] = mta_add(total[j], partials[c * n + j]);
-    }
+void finish_columns(const void* partials, std::int64_t chunks, std::int64_t n, void* out) {
+    const T* p = static_cast<const T*>(partials);
     T* o = static_cast<T*>(out);
-    for (std::int64_t j = 0; j < n; ++j) o[j] = MtaNarrow<T>::from(total[j]);
+    for (std::int64_t j = 0; j < n; ++j) o[j] = T(0);
+    for (std::int64_t c = 0; c < chunks; ++c) {
+        for (std::int64_t j = 0; j < n; ++j) o[j] = mta_add(o[j], p[c * n + j]);
+    }
 }
 
 void layer_norm_forward(py::handle x, py::handle weight, py::handle bias, double eps, py::handle out, py::handle mean,
@@ -210,6 +208,7 @@ void layer_norm_backward(py::handle x, py::handle weight, py::handle mean, py::h
     args.shape("grad_bias", {columns}, "x");
     args.disjoint();
     const std::int64_t chunks = (rows + MTA_COLUMN_CHUNK - 1) / MTA_COLUMN_CHUNK;
+    // partial sums in the stored type (doubles hold either: the float32 ones are the first half)
     std::vector<double> partial_w(static_cast<std::size_t>(chunks * columns));
     std::vector<double> partial_b(static_cast<std::size_t>(chunks * columns));
     std::vector<double> ones;
@@ -244,8 +243,8 @@ void layer_norm_backward(py::handle x, py::handle weight, py::handle mean, py::h
 void bind_layer_norm(py::module_& m) {
     m.def("layer_norm_forward", &layer_norm_forward, py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("eps"),
           py::arg("out"), py::arg("mean"), py::arg("rstd"),
-          R"doc(out = (x - mean) * rstd * weight + bias over the last axis of a 2-D x; mean and rstd (float64,
-one per row) are written for the backward. weight and bias may be None (8 B/elem fp32).)doc");
+          R"doc(out = (x - mean) * rstd * weight + bias over the last axis of a 2-D x, computed in x's dtype; mean
+and rstd (float64 arrays, one per row) are written for the backward. weight and bias may be None (8 B/elem fp32).)doc");
     m.def("layer_norm_backward", &layer_norm_backward, py::arg("x"), py::arg("weight"), py::arg("mean"),
           py::arg("rstd"), py::arg("grad"), py::arg("grad_x"), py::arg("grad_weight"), py::arg("grad_bias"),
           R"doc(The gradients of layer_norm_forward: each of grad_x, grad_weight, grad_bias that is not None

@@ -113,6 +113,8 @@ CPU launch emulator of its CUDA kernels. Private: use minitorch_accum.kernels.)d
     minitorch_accum::bind_layer_norm(m);
     minitorch_accum::bind_cross_entropy(m);
     minitorch_accum::bind_embedding(m);
+    minitorch_accum::bind_softmax(m);
+    minitorch_accum::bind_gemm(m);
     minitorch_accum::bind_layout(m);
     minitorch_accum::bind_environment(m);
     minitorch_accum::bind_memory_counter(m);

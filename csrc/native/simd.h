@@ -31,9 +31,9 @@
 // ``params`` and ``args`` are parenthesized lists.
 #define MTA_SIMD_CLONES(body, tparams, targs, params, args)                                         \
     template <MTA_UNPAREN tparams>                                                                  \
-    MTA_TARGET_AVX512 void body##_avx512 params { body<MTA_UNPAREN targs> args; }                   \
+    MTA_TARGET_AVX512 auto body##_avx512 params { return body<MTA_UNPAREN targs> args; }            \
     template <MTA_UNPAREN tparams>                                                                  \
-    MTA_TARGET_AVX2 void body##_avx2 params { body<MTA_UNPAREN targs> args; }
+    MTA_TARGET_AVX2 auto body##_avx2 params { return body<MTA_UNPAREN targs> args; }
 
 namespace minitorch_accum {
 

@@ -3,7 +3,7 @@
 Ops are written once against ``backend.xp`` (NumPy's array API, which CuPy mirrors)
 plus the few operations below whose spelling differs between the two libraries, and
 the fused layer kernels (``minitorch_accum.kernels.fused``: GELU, LayerNorm, softmax
-cross entropy, embedding backward), which run natively on NumPy arrays and as CUDA
+cross entropy, embedding backward, softmax rows), which run natively on NumPy arrays and as CUDA
 kernels on CuPy arrays, for float32 and float64 (``fuses``).
 """
 
@@ -74,6 +74,11 @@ class Backend(ABC):
         size of ``out``), False when it had to fall back to a product and an update.
         """
 
+    def matmul(self, a: Any, b: Any) -> Any:
+        """``a @ b`` for 2-D a and b: the ops' products that are one GEMM (the CPU runs them on the
+        native pool, see backend/blas.py)."""
+        return self.xp.matmul(a, b)
+
     # ---------------------------------------------------------- fused layer kernels
     # Arrays are made C-contiguous first (a gradient may be a broadcast view); 2-D means
     # (rows, features) with the op's leading axes flattened by the caller.
@@ -113,6 +118,17 @@ class Backend(ABC):
         xp = self.xp
         return kernels.cross_entropy_backward(logits, targets.astype(np.int64, copy=False), lse,
                                               xp.ascontiguousarray(grad, dtype=logits.dtype), ignore_index)
+
+    def softmax(self, x: Any, bias: Any, scale: float) -> Any:
+        """softmax(x scale + bias) over each row of a 2-D x; ``bias`` None or (L, columns), row r
+        adding bias row r % L (an attention mask for every (L, S) block of rows)."""
+        xp = self.xp
+        return kernels.softmax_forward(xp.ascontiguousarray(x), None if bias is None else xp.ascontiguousarray(bias),
+                                       scale)
+
+    def softmax_backward(self, probs: Any, grad: Any, scale: float) -> Any:
+        """probs (grad - sum(grad probs)) scale over each row: the gradient of softmax's x."""
+        return kernels.softmax_backward(probs, self.xp.ascontiguousarray(grad), scale)
 
     def embedding_backward(self, ids: Any, grad: Any, rows: int) -> Any:
         """The (rows, dim) table gradient: the rows of ``grad`` (n, dim) summed by ``ids`` (n,)."""

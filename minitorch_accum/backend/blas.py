@@ -4,8 +4,14 @@ NumPy wheels bundle their own OpenBLAS, and SciPy wheels bundle another. Calling
 both in turn (NumPy's matmul for the forward, SciPy's sgemm for the beta = 1 weight
 gradient) is 2-3x slower on a few cores: each library keeps its worker threads
 spinning after a call, and they steal the cores the other one needs. So the fused
-GEMM calls ``cblas_?gemm`` from NumPy's bundled OpenBLAS through ctypes when it can
-find it, and SciPy's ``sgemm``/``dgemm`` (overwrite_c, beta = 1) otherwise.
+GEMM calls ``cblas_?gemm`` from NumPy's bundled OpenBLAS, and SciPy's
+``sgemm``/``dgemm`` (overwrite_c, beta = 1) only when that cannot be found.
+
+With the native module, the same ``cblas_?gemm`` is registered with it and every GEMM runs
+on the native pool (``kernels.gemm``: one block of the output per thread, each a
+single-threaded BLAS call), so that one pool, not two taking turns on the same cores, splits
+both the GEMMs and the fused kernels (issue 27; OpenBLAS is then kept at one thread, see
+``threads.py``). Without it, ctypes calls the BLAS, which threads itself.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["K_BLOCK", "MIN_BLOCKED_OUTPUT", "GemmFunction", "find_gemm", "weight_gradient_blocks"]
+from minitorch_accum import kernels
+
+__all__ = ["K_BLOCK", "MIN_BLOCKED_OUTPUT", "GemmFunction", "find_gemm", "native_gemm", "weight_gradient_blocks"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -81,14 +89,31 @@ def _cblas(function: Any, scalar: type) -> GemmFunction:
 
 
 @cache
-def find_gemm(dtype: np.dtype) -> GemmFunction | None:
-    """A row-major GEMM for float32/float64 from NumPy's own BLAS, or None when NumPy
-    was not built with a bundled OpenBLAS (then the caller uses SciPy)."""
+def native_gemm() -> GemmFunction | None:
+    """The native pool's GEMM over NumPy's own BLAS (registered with it on the first call), or
+    None without the native module, without a bundled OpenBLAS, or with ``MTA_GEMM=ctypes`` or
+    ``scipy`` (then the BLAS threads itself)."""
     lib = _numpy_openblas()
-    if lib is None or os.environ.get("MTA_GEMM") == "scipy":
+    if lib is None or os.environ.get("MTA_GEMM") in ("scipy", "ctypes"):
         return None
+    address = ctypes.cast(lib.scipy_cblas_sgemm64_, ctypes.c_void_p).value
+    double_address = ctypes.cast(lib.scipy_cblas_dgemm64_, ctypes.c_void_p).value
+    if address is None or double_address is None or not kernels.register_blas_gemm(address, double_address):
+        return None
+    return kernels.gemm
+
+
+@cache
+def find_gemm(dtype: np.dtype) -> GemmFunction | None:
+    """A row-major GEMM for float32/float64 from NumPy's own BLAS (on the native pool when it
+    can be, else through ctypes), or None when NumPy was not built with a bundled OpenBLAS
+    (then the caller uses SciPy)."""
+    lib = _numpy_openblas()
+    if lib is None or os.environ.get("MTA_GEMM") == "scipy" or np.dtype(dtype) not in (np.float32, np.float64):
+        return None
+    pooled = native_gemm()
+    if pooled is not None:
+        return pooled
     if dtype == np.float32:
         return _cblas(lib.scipy_cblas_sgemm64_, ctypes.c_float)
-    if dtype == np.float64:
-        return _cblas(lib.scipy_cblas_dgemm64_, ctypes.c_double)
-    return None
+    return _cblas(lib.scipy_cblas_dgemm64_, ctypes.c_double)

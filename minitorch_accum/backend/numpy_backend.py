@@ -9,7 +9,7 @@ from scipy import special
 from scipy.linalg import blas
 
 from minitorch_accum.backend.base import Backend
-from minitorch_accum.backend.blas import find_gemm, weight_gradient_blocks
+from minitorch_accum.backend.blas import find_gemm, native_gemm, weight_gradient_blocks
 from minitorch_accum.backend.device import Device
 
 __all__ = ["NumpyBackend"]
@@ -61,6 +61,15 @@ class NumpyBackend(Backend):
 
     def scatter_add(self, target: np.ndarray, indices: Any, values: np.ndarray) -> None:
         np.add.at(target, indices, values)
+
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        gemm = native_gemm()
+        if gemm is None or a.dtype != b.dtype or a.dtype not in _GEMM or a.ndim != 2 or b.ndim != 2 or not a.size:
+            return np.matmul(a, b)
+        out = np.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
+        left, right = _row_major_operand(a), _row_major_operand(b)
+        gemm(out, left[0], left[1], right[0], right[1], 1.0, 0.0)
+        return out
 
     def gemm_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float, beta: float) -> bool:
         gemm = _GEMM.get(out.dtype)

@@ -15,6 +15,12 @@ while another process held a core). ``set_threads`` gives them all the same coun
 - ``maccum train/compare/explain --threads N`` calls ``set_threads(N)``, every benchmark
   prints ``thread_summary()`` in its header.
 
+With the native module the GEMMs run on the native pool too (``backend/blas.py``: one block
+of the output per thread, each a single-threaded call of NumPy's OpenBLAS), and the BLAS
+libraries are then given one thread: one pool splits the GEMMs and the fused kernels, instead
+of two whose idle workers spin on the core the other needs (issue 27). ``MTA_GEMM=ctypes``
+keeps OpenBLAS threading its own GEMMs, with the count.
+
 The native pool is sized once (``MTA_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the CPUs)
 when it first runs; ``set_threads`` caps how many of its threads a pass uses, up to that size.
 """
@@ -45,11 +51,13 @@ class ThreadSettings:
     blas: dict[str, int]
     native: int | None
     torch: int | None
+    gemm: str = "BLAS"  # who splits the GEMMs: "native pool" or "BLAS"
 
     def summary(self) -> str:
         blas = ", ".join(f"{name} {n}" for name, n in sorted(self.blas.items())) or "none loaded"
         parts = [f"threads {self.requested if self.requested is not None else '?'} ({self.source})",
-                 f"BLAS/OpenMP: {blas}", f"native pool {self.native if self.native is not None else 'n/a'}"]
+                 f"BLAS/OpenMP: {blas}", f"native pool {self.native if self.native is not None else 'n/a'}",
+                 f"GEMMs on the {self.gemm}"]
         if self.torch is not None:
             parts.append(f"torch {self.torch}")
         return "; ".join(parts)
@@ -104,7 +112,12 @@ def set_threads(threads: int | None = None) -> ThreadSettings:
         source = "set by the caller"
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(limits=threads)  # NumPy's and SciPy's OpenBLAS, any OpenMP runtime loaded
+    from minitorch_accum.backend.blas import native_gemm
+
+    # NumPy's and SciPy's OpenBLAS and any OpenMP runtime loaded; one BLAS thread when the native
+    # pool splits the GEMMs (each of its threads calls the BLAS)
+    threadpool_limits(limits=threads, user_api="openmp")
+    threadpool_limits(limits=1 if native_gemm() is not None else threads, user_api="blas")
     kernels.set_native_threads(threads)
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "set_num_threads"):
@@ -117,10 +130,13 @@ def thread_settings() -> ThreadSettings:
     """What each pool uses now (see ThreadSettings)."""
     from threadpoolctl import threadpool_info
 
+    from minitorch_accum.backend.blas import native_gemm
+
     blas = {_pool_name(info): int(info["num_threads"]) for info in threadpool_info()}
     torch = sys.modules.get("torch")
     return ThreadSettings(_requested, _source, blas, kernels.native_threads(),
-                          torch.get_num_threads() if torch is not None and hasattr(torch, "get_num_threads") else None)
+                          torch.get_num_threads() if torch is not None and hasattr(torch, "get_num_threads") else None,
+                          "native pool" if native_gemm() is not None else "BLAS")
 
 
 def _pool_name(info: dict[str, Any]) -> str:

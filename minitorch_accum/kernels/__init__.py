@@ -15,7 +15,7 @@ with the native module's signatures. ``catalog`` is the one table of kernels
 (what each computes, its bytes per element: ``bytes_moved``), which the
 references, the native module's stub and the checks of tests/kernels follow.
 ``fused`` holds the fused layer kernels (GELU, LayerNorm, softmax cross entropy,
-embedding backward) that the ops call instead of chains of NumPy temporaries.
+embedding backward, softmax rows) that the ops call instead of chains of NumPy temporaries.
 Launch planning and the two runners (emulator, CuPy) are in ``launch/``, the
 NVRTC and nvcc tools and the command line in ``tools/``; docs/kernels.md tells
 the whole story.
@@ -54,7 +54,10 @@ from minitorch_accum.kernels.fused import (
     gelu_forward,
     layer_norm_backward,
     layer_norm_forward,
+    softmax_backward,
+    softmax_forward,
 )
+from minitorch_accum.kernels.gemm import gemm, gemm_available, register_blas_gemm
 from minitorch_accum.kernels.norms import l2_norm, multi_l2_norm
 from minitorch_accum.kernels.optimizer_steps import (
     adamw_step,
@@ -82,6 +85,8 @@ __all__ = [
     "embedding_backward",
     "gelu_backward",
     "gelu_forward",
+    "gemm",
+    "gemm_available",
     "kernel_path",
     "l2_norm",
     "layer_norm_backward",
@@ -97,7 +102,10 @@ __all__ = [
     "native_available",
     "native_threads",
     "new_flag",
+    "register_blas_gemm",
     "set_native_threads",
     "sgd_momentum_step",
+    "softmax_backward",
+    "softmax_forward",
     "use_path",
 ]

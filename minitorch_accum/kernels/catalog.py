@@ -168,7 +168,8 @@ CATALOG: tuple[KernelInfo, ...] = (
     KernelInfo("multi_adamw_step", "adamw_step over a list, one launch per table", 6, 1, family=ADAM,
                signature=_ADAM_LIST, source=_STEPS, cuda=("multi_adamw_step",)),
     # the fused layer kernels: "acc" accesses are those of arrays of the kernel's dtype
-    _fused("gelu_forward", "gelu.cu", "y = gelu(x), erf or tanh form, in fp64 with our erf, rounded once", 2),
+    _fused("gelu_forward", "gelu.cu", "y = gelu(x), erf or tanh form, in x's dtype with our erf / normal distribution",
+           2),
     _fused("gelu_backward", "gelu.cu", "dx = dy * gelu'(x)", 3),
     _fused("layer_norm_forward", "layer_norm.cu", "y = (x - mean) rstd w + b per row; mean, rstd (fp64) kept", 2,
            "+16 B per row"),
@@ -181,6 +182,8 @@ CATALOG: tuple[KernelInfo, ...] = (
            "dx = grad (softmax(x) - one_hot(target)), 0 on ignored rows", 2, "+20 B per row"),
     _fused("embedding_backward", "embedding.cu", "out[ids[i]] += grad[i] in order (a counting sort, no np.add.at)",
            2, "per grad element; +8 B per id"),
+    _fused("softmax_forward", "softmax.cu", "y = softmax(x scale + bias) per row, bias row r % bias rows (a mask)", 2),
+    _fused("softmax_backward", "softmax.cu", "dx = p (g - sum(g p)) scale per row", 3),
 )
 
 KERNELS: tuple[str, ...] = tuple(k.name for k in CATALOG)

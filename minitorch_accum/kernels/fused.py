@@ -1,10 +1,11 @@
 """Fused layer kernels where NumPy would make temporaries: GELU, LayerNorm, softmax cross
-entropy, embedding backward.
+entropy, embedding backward, softmax rows (attention's).
 
-Each computes in float64 whatever the stored dtype (float32 or float64) and rounds once,
-with our own exp, log and erf (csrc/fused_math.cuh), so the NumPy reference
+Each computes in the stored dtype (float32 in float32 SIMD, float64 in float64), with our
+own exp, log, erf and normal distribution (csrc/fused_math.cuh), so the NumPy reference
 (``fused_reference``), the native loops, the emulated CUDA kernels and CUDA itself give the
-same bits. Like every kernel here they dispatch on the arrays: CuPy arrays run the CUDA
+same bits; tests/kernels/test_kernel_fused_accuracy.py states the float32 error bounds.
+Like every kernel here they dispatch on the arrays: CuPy arrays run the CUDA
 kernels, NumPy arrays the path of ``kernel_path()``. Outputs are allocated when not given.
 """
 
@@ -179,4 +180,35 @@ def embedding_backward(ids: Array, grad: Array, rows: int) -> Array:
     offsets[1:] = xp.cumsum(xp.bincount(ids, minlength=rows))
     target.run(fused_plan.plan_embedding_backward(order.astype(np.int64), offsets, grad, out,
                                                   target.sm_count))
+    return out
+
+
+def softmax_forward(x: Array, bias: Array | None = None, scale: float = 1.0, out: Array | None = None) -> Array:
+    """softmax(x scale + bias) over each row of a 2-D x, in x's dtype: row r adds the bias's row
+    r % its rows (an attention's mask, (L, S) for every (L, S) block of rows), or nothing when
+    bias is None (8 B/elem fp32)."""
+    kernel = "softmax_forward"
+    scale = real_number(kernel, "scale", scale)
+    target = _target(kernel, ("x", "bias", "out"), (x, bias, out))
+    out = _empty(x, tuple(x.shape)) if out is None else out
+    if isinstance(target, ModuleType):
+        target.softmax_forward(x, bias, scale, out)
+        return out
+    fused_reference.check_softmax(kernel, x, bias, out)
+    target.run(fused_plan.plan_softmax_forward(x, bias, scale, out, target.sm_count))
+    return out
+
+
+def softmax_backward(probs: Array, grad: Array, scale: float = 1.0, out: Array | None = None) -> Array:
+    """probs (grad - sum(grad probs)) scale over each row: the gradient of softmax_forward's x from
+    its output ``probs`` (12 B/elem fp32)."""
+    kernel = "softmax_backward"
+    scale = real_number(kernel, "scale", scale)
+    target = _target(kernel, ("probs", "grad", "out"), (probs, grad, out))
+    out = _empty(probs, tuple(probs.shape)) if out is None else out
+    if isinstance(target, ModuleType):
+        target.softmax_backward(probs, grad, scale, out)
+        return out
+    fused_reference.check_softmax(kernel, probs, grad, out)
+    target.run(fused_plan.plan_softmax_backward(probs, grad, scale, out, target.sm_count))
     return out

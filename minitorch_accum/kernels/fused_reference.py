@@ -1,9 +1,11 @@
 """NumPy reference of the fused layer kernels, with the native module's signatures.
 
 Each function makes the checks of ``fused_checks`` and computes what its native twin does,
-one float64 operation at a time in the kernels' order (``fused_math``: our exp, log and erf,
-the lane order of a row's sums, the chunk order of LayerNorm's column sums), rounding once to
-the stored dtype, so every path gives the same bits. ``reference`` re-exports them.
+one operation at a time in the stored dtype (float32 in float32, float64 in float64) and the
+kernels' order (``fused_math``: our exp, log, erf and normal distribution, the lane order of a
+row's sums, the chunk order of LayerNorm's column sums), so every path gives the same bits.
+The row statistics kept for a backward (LayerNorm's mean and rstd, the log-sum-exp) are
+float64 arrays whatever the dtype. ``reference`` re-exports them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "check_gelu",
     "check_layer_norm_backward",
     "check_layer_norm_forward",
+    "check_softmax",
     *FUSED_KERNELS,
 ]
 
@@ -45,15 +48,14 @@ def check_gelu(kernel: str, x: arrays.Array, grad: arrays.Array, out: arrays.Arr
 def gelu_forward(x: Array, out: Array, tanh: bool) -> None:
     """out = gelu(x), the erf form or (tanh) the tanh form."""
     check_gelu("gelu_forward", x, None, out)
-    out[...] = fused_math.gelu(x.astype(np.float64), bool(tanh), x.dtype).astype(x.dtype)
+    out[...] = fused_math.gelu(x, bool(tanh))
 
 
 def gelu_backward(x: Array, grad: Array, out: Array, tanh: bool) -> None:
     """out = grad * gelu'(x)."""
     check_gelu("gelu_backward", x, grad, out)
     with np.errstate(all="ignore"):
-        d = grad.astype(np.float64) * fused_math.gelu_derivative(x.astype(np.float64), bool(tanh), x.dtype)
-    out[...] = d.astype(x.dtype)
+        out[...] = grad * fused_math.gelu_derivative(x, bool(tanh))
 
 
 def check_layer_norm_forward(x: arrays.Array, weight: arrays.Array, bias: arrays.Array, out: arrays.Array,
@@ -72,21 +74,24 @@ def check_layer_norm_forward(x: arrays.Array, weight: arrays.Array, bias: arrays
 
 def layer_norm_forward(x: Array, weight: Array | None, bias: Array | None, eps: float, out: Array, mean: Array,
                        rstd: Array) -> None:
-    """out = (x - mean) rstd weight + bias over the last axis of a 2-D x; mean and rstd (float64,
-    one per row) are kept for the backward. A missing weight is 1, a missing bias 0."""
+    """out = (x - mean) rstd weight + bias over the last axis of a 2-D x, in x's dtype; mean and
+    rstd (float64 arrays, one per row) are kept for the backward. A missing weight is 1, a
+    missing bias 0."""
     eps = real_number("layer_norm_forward", "eps", eps)
     check_layer_norm_forward(x, weight, bias, out, mean, rstd)
     rows, features = x.shape
     if rows == 0:
         return
+    t = x.dtype.type
     with np.errstate(all="ignore"):
-        x64 = x.astype(np.float64)
-        mean[...] = fused_math.lane_sums(x64) / float(features)
-        centered = x64 - mean[:, None]
-        rstd[...] = 1.0 / np.sqrt(fused_math.lane_sums(centered * centered) / float(features) + eps)
-        w = 1.0 if weight is None else weight.astype(np.float64)
-        b = -0.0 if bias is None else bias.astype(np.float64)
-        out[...] = ((centered * rstd[:, None]) * w + b).astype(x.dtype)
+        mu = fused_math.lane_sums(x) / t(features)
+        centered = x - mu[:, None]
+        rs = t(1.0) / np.sqrt(fused_math.lane_sums(centered * centered) / t(features) + t(eps))
+        w = t(1.0) if weight is None else weight
+        b = t(-0.0) if bias is None else bias
+        out[...] = (centered * rs[:, None]) * w + b
+        mean[...] = mu
+        rstd[...] = rs
 
 
 def check_layer_norm_backward(x: arrays.Array, weight: arrays.Array, mean: arrays.Array, rstd: arrays.Array,
@@ -112,18 +117,19 @@ def layer_norm_backward(x: Array, weight: Array | None, mean: Array, rstd: Array
     """The gradients of layer_norm_forward: each of grad_x, grad_weight and grad_bias that is given."""
     check_layer_norm_backward(x, weight, mean, rstd, grad, grad_x, grad_weight, grad_bias)
     rows, features = x.shape
+    t = x.dtype.type
     with np.errstate(all="ignore"):
-        g = grad.astype(np.float64)
-        x_hat = (x.astype(np.float64) - mean[:, None]) * rstd[:, None]
+        mu, rs = mean.astype(x.dtype)[:, None], rstd.astype(x.dtype)[:, None]
+        x_hat = (x - mu) * rs
         if grad_x is not None and rows:
-            gw = g if weight is None else g * weight.astype(np.float64)
-            mean_gw = fused_math.lane_sums(gw) / float(features)
-            mean_gw_x_hat = fused_math.lane_sums(gw * x_hat) / float(features)
-            grad_x[...] = (rstd[:, None] * ((gw - mean_gw[:, None]) - x_hat * mean_gw_x_hat[:, None])).astype(x.dtype)
+            gw = grad * (t(1.0) if weight is None else weight)
+            mean_gw = fused_math.lane_sums(gw) / t(features)
+            mean_gw_x_hat = fused_math.lane_sums(gw * x_hat) / t(features)
+            grad_x[...] = rs * ((gw - mean_gw[:, None]) - x_hat * mean_gw_x_hat[:, None])
         if grad_weight is not None:
-            grad_weight[...] = fused_math.column_sums(g * x_hat).astype(x.dtype)
+            grad_weight[...] = fused_math.column_sums(grad * x_hat)
         if grad_bias is not None:
-            grad_bias[...] = fused_math.column_sums(g).astype(x.dtype)
+            grad_bias[...] = fused_math.column_sums(grad)
 
 
 def check_cross_entropy(kernel: str, logits: arrays.Array, targets: arrays.Array, ignore_index: int,
@@ -144,7 +150,8 @@ def check_cross_entropy(kernel: str, logits: arrays.Array, targets: arrays.Array
 
 def cross_entropy_forward(logits: Array, targets: Array, ignore_index: int, losses: Array, lse: Array) -> int:
     """losses[i] = logsumexp(logits[i]) - logits[i, targets[i]], 0 where targets[i] == ignore_index;
-    lse[i] = logsumexp(logits[i]) (float64, kept for the backward). Returns the items not ignored."""
+    lse[i] = logsumexp(logits[i]) (computed in the logits' dtype, kept in a float64 array for the
+    backward). Returns the items not ignored."""
     check_cross_entropy("cross_entropy_forward", logits, targets, ignore_index,
                          [("losses", losses, True), ("lse", lse, True)])
     rows = logits.shape[0]
@@ -152,12 +159,11 @@ def cross_entropy_forward(logits: Array, targets: Array, ignore_index: int, loss
         return 0
     valid = targets != ignore_index
     with np.errstate(all="ignore"):
-        x = logits.astype(np.float64)
-        shift = fused_math.softmax_shift(np.fmax.reduce(x, axis=1))
-        sums = fused_math.lane_sums(fused_math.softmax_exp(x - shift[:, None], logits.dtype))
-        lse[...] = shift + fused_math.log_sum(sums, logits.dtype)
-        picked = x[np.arange(rows), np.where(valid, targets, 0)]
-        losses[...] = np.where(valid, lse - picked, 0.0).astype(logits.dtype)
+        shift = fused_math.softmax_shift(np.fmax.reduce(logits, axis=1))
+        row_lse = shift + fused_math.log_sum(fused_math.lane_sums(fused_math.softmax_exp(logits - shift[:, None])))
+        lse[...] = row_lse
+        picked = logits[np.arange(rows), np.where(valid, targets, 0)]
+        losses[...] = np.where(valid, row_lse - picked, logits.dtype.type(0))
     return int(valid.sum())
 
 
@@ -171,10 +177,10 @@ def cross_entropy_backward(logits: Array, targets: Array, ignore_index: int, lse
         return
     valid = targets != ignore_index
     with np.errstate(all="ignore"):
-        w = np.where(valid, grad.astype(np.float64), 0.0)[:, None]
-        d = w * fused_math.softmax_exp(logits.astype(np.float64) - lse[:, None], logits.dtype)
+        w = np.where(valid, grad, logits.dtype.type(0))[:, None]
+        d = w * fused_math.softmax_exp(logits - lse.astype(logits.dtype)[:, None])
         target = valid[:, None] & (np.arange(classes)[None, :] == targets[:, None])
-        out[...] = np.where(target, d - w, d).astype(logits.dtype)
+        out[...] = np.where(target, d - w, d)
 
 
 def check_embedding(ids: arrays.Array, grad: arrays.Array, out: arrays.Array) -> None:
@@ -194,3 +200,53 @@ def embedding_backward(ids: Array, grad: Array, out: Array) -> None:
     check_embedding(ids, grad, out)
     out[...] = 0
     np.add.at(out, ids, grad)
+
+
+def check_softmax(kernel: str, x: arrays.Array, other: arrays.Array, out: arrays.Array) -> None:
+    """The checks of softmax_forward (``other``: the bias) and softmax_backward (``other``: the
+    gradient; ``x``: the probabilities), for every path."""
+    forward = kernel == "softmax_forward"
+    first, second = ("x", "bias") if forward else ("probs", "grad")
+    args = FusedArgs(kernel, [(first, x, False), (second, other, False), ("out", out, True)],
+                     floats=[first, second, "out"], optional=["bias"])
+    args.axes(first, 2)
+    rows, columns = x.shape
+    if forward and other is not None:
+        args.axes("bias", 2)
+        args.shape("bias", (other.shape[0], columns), "x")
+        if other.shape[0] == 0 or rows % other.shape[0]:
+            raise ValueError(f"{kernel}: {describe('x', x)} has {rows} rows, not a multiple of the rows of "
+                             f"{describe('bias', other)}")
+    elif not forward:
+        args.shape("grad", (rows, columns), "probs")
+    args.shape("out", (rows, columns), first)
+    args.disjoint()
+
+
+def softmax_forward(x: Array, bias: Array | None, scale: float, out: Array) -> None:
+    """out = softmax(x scale + bias) over each row of a 2-D x, in x's dtype; row r adds the bias's
+    row r % its rows (None: no bias)."""
+    scale = real_number("softmax_forward", "scale", scale)
+    check_softmax("softmax_forward", x, bias, out)
+    rows, columns = x.shape
+    if rows == 0 or columns == 0:
+        return
+    t = x.dtype.type
+    with np.errstate(all="ignore"):
+        b = np.full((1, columns), t(-0.0)) if bias is None else bias
+        scores = x * t(scale) + np.tile(b, (rows // b.shape[0], 1))
+        shift = fused_math.softmax_shift(np.fmax.reduce(scores, axis=1))
+        e = fused_math.softmax_exp(scores - shift[:, None])
+        out[...] = e * (t(1.0) / fused_math.lane_sums(e))[:, None]
+
+
+def softmax_backward(probs: Array, grad: Array, scale: float, out: Array) -> None:
+    """out = probs (grad - sum(grad probs)) scale over each row: the gradient of softmax_forward's x."""
+    scale = real_number("softmax_backward", "scale", scale)
+    check_softmax("softmax_backward", probs, grad, out)
+    if probs.size == 0:
+        return
+    t = probs.dtype.type
+    with np.errstate(all="ignore"):
+        dot = fused_math.lane_sums(grad * probs)
+        out[...] = (probs * (grad - dot[:, None])) * t(scale)

@@ -3,7 +3,10 @@
 Composed of matmul, add, softmax and matmul ops, the graph would keep the scores,
 the masked scores and the probabilities of every head alive until backward. Fused,
 it keeps only the probabilities (and the inputs, which live anyway): the softmax's
-backward needs nothing else.
+backward needs nothing else. For float32 and float64 the softmax, with its scale and a
+mask of one (L, S) block, is one fused row kernel each way (kernels.softmax_forward,
+softmax_backward), in the scores' dtype; other dtypes, other masks and dropout take the
+array-library form.
 """
 
 from __future__ import annotations
@@ -29,10 +32,19 @@ class ScaledDotProductAttention(Function):
     def forward(ctx: Context, q: Any, k: Any, v: Any, *, scale: float, bias: Any, keep: Any,
                 keep_scale: float) -> Any:
         xp = ctx.xp
-        scores = xp.matmul(q, swap_last(xp, k)) * q.dtype.type(scale)
-        if bias is not None:
-            scores = scores + bias
-        probs = xp.exp(stable_log_softmax(xp, scores, -1))
+        scores = xp.matmul(q, swap_last(xp, k))
+        length, source = scores.shape[-2:]
+        ctx.fused = keep is None and ctx.backend.fuses(scores.dtype) and scores.size > 0 and (
+            bias is None or (bias.dtype == scores.dtype and bias.shape[-2:] == (length, source)
+                             and bias.size == length * source))
+        if ctx.fused:  # one row kernel: scale, the mask's (L, S) block, max, exp, sum, normalize
+            rows = bias.reshape(length, source) if bias is not None else None
+            probs = ctx.backend.softmax(scores.reshape(-1, source), rows, scale).reshape(scores.shape)
+        else:
+            scores = scores * q.dtype.type(scale)
+            if bias is not None:
+                scores = scores + bias
+            probs = xp.exp(stable_log_softmax(xp, scores, -1))
         del scores
         ctx.save(q, k, v, probs)
         ctx.scale, ctx.keep, ctx.keep_scale = scale, keep, keep_scale
@@ -48,9 +60,14 @@ class ScaledDotProductAttention(Function):
         if not (need_q or need_k):
             return None, None, grad_v
         grad_probs = _dropped(ctx, xp.matmul(grad, swap_last(xp, v)))
-        # softmax backward: p * (g - sum(g p)) over the keys
-        grad_scores = probs * (grad_probs - xp.sum(grad_probs * probs, axis=-1, keepdims=True))
-        grad_scores *= scale
+        # softmax backward: p * (g - sum(g p)) over the keys, times the scale
+        if ctx.fused:
+            source = probs.shape[-1]
+            grad_scores = ctx.backend.softmax_backward(probs.reshape(-1, source), grad_probs.reshape(-1, source),
+                                                       ctx.scale).reshape(probs.shape)
+        else:
+            grad_scores = probs * (grad_probs - xp.sum(grad_probs * probs, axis=-1, keepdims=True))
+            grad_scores *= scale
         grad_q = xp.matmul(grad_scores, k) if need_q else None
         grad_k = xp.matmul(swap_last(xp, grad_scores), q) if need_k else None
         return grad_q, grad_k, grad_v

@@ -255,8 +255,9 @@ GELU_APPROXIMATIONS = ("none", "tanh")
 
 
 class Gelu(Function):
-    """GELU, PyTorch's two forms (float32 and float64 by the fused kernels, in float64 with an erf
-    accurate to 1 ulp; other dtypes by the array library).
+    """GELU, PyTorch's two forms (float32 and float64 by the fused kernels, each in its own dtype:
+    tests/kernels/test_kernel_fused_accuracy.py states the float32 bounds; other dtypes by the
+    array library).
 
     ``approximate="none"``: x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), derivative Phi(x) + x phi(x).
     ``approximate="tanh"``: 0.5 x (1 + tanh(c (x + a x^3))), c = sqrt(2/pi), a = 0.044715 (GPT-2's).

@@ -55,20 +55,25 @@ def swap_last(xp: Any, m: Any) -> Any:
     return xp.swapaxes(m, -1, -2)
 
 
-def _stacked_times_matrix(xp: Any, a: Any, b: Any) -> Any:
+def _stacked_times_matrix(ctx: Context, a: Any, b: Any) -> Any:
     """``a @ b`` for ``a`` of 3 axes or more and a 2-D ``b`` as one 2-D GEMM over every row of
     ``a`` (a reshape, no copy when ``a`` is contiguous): NumPy's matmul would run one GEMM per
     leading index (32 GEMMs of 32 rows for a batch of 32 sequences of 32)."""
     rows = math.prod(a.shape[:-1])  # not -1: a reshape cannot infer it when the last axis is empty
-    return xp.matmul(a.reshape(rows, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
+    return ctx.backend.matmul(a.reshape(rows, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
 
 
 class MatMul(Function):
+    """``a @ b``; every product that is one 2-D GEMM goes through ``Backend.matmul`` (on the CPU,
+    the native pool's GEMM), batched ones through the array library's matmul."""
+
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
         ctx.save(a, b)
         if a.ndim > 2 and b.ndim == 2:
-            return _stacked_times_matrix(ctx.xp, a, b)
+            return _stacked_times_matrix(ctx, a, b)
+        if a.ndim == 2 and b.ndim == 2:
+            return ctx.backend.matmul(a, b)
         return ctx.xp.matmul(a, b)
 
     @staticmethod
@@ -79,14 +84,14 @@ class MatMul(Function):
         if ctx.needs_input_grad[0]:
             factors = _factors(xp, a, b, grad, 0)
             if factors:
-                grad_a = factors[0] @ factors[1]
+                grad_a = ctx.backend.matmul(*factors)
             elif grad.ndim > 2 and b.ndim == 2:
-                grad_a = _stacked_times_matrix(xp, grad, b.T)
+                grad_a = _stacked_times_matrix(ctx, grad, b.T)
             else:
                 grad_a = xp.matmul(grad, swap_last(xp, b))
         if ctx.needs_input_grad[1]:
             factors = _factors(xp, a, b, grad, 1)
-            grad_b = factors[0] @ factors[1] if factors else xp.matmul(swap_last(xp, a), grad)
+            grad_b = ctx.backend.matmul(*factors) if factors else xp.matmul(swap_last(xp, a), grad)
         return grad_a, grad_b
 
     @staticmethod

@@ -1,5 +1,7 @@
 """The head-to-head benchmark: each side runs in its own process and reports each window and
-each micro-batch by position; the ratio of a round is its two medians'. No time is asserted."""
+each micro-batch by position; the ratio of a round is its two medians'; the BLAS variables are
+removed for the "unset" environment; the roofline counts the model's FLOPs; the breakdown adds
+up. No time is asserted."""
 
 from __future__ import annotations
 
@@ -7,10 +9,22 @@ import importlib.util
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from benchmarks.end_to_end.versus import VERSUS, VersusSettings, format_versus, summarize_rounds
+from benchmarks.end_to_end.breakdown import CATEGORIES, ours_breakdown
+from benchmarks.end_to_end.cases import CHARS, DIGITS
+from benchmarks.end_to_end.roofline import gemm_shapes, micro_batch_flops
+from benchmarks.end_to_end.versus import (
+    VERSUS,
+    VersusSettings,
+    _side_environment,
+    environment_variants,
+    format_versus,
+    summarize_rounds,
+)
 from benchmarks.harness import run_benchmark
+from benchmarks.harness.machine import blas_line
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -21,25 +35,86 @@ def _run(windows: list[float], k: int) -> dict:
 
 
 def test_a_rounds_ratio_is_its_two_medians_and_the_spread_covers_every_round() -> None:
-    runs = [(_run([1.0, 2.0, 3.0], 2), _run([2.0, 4.0, 6.0], 2)),  # ours twice as fast: 2.0
-            (_run([1.0, 1.0, 1.0], 2), _run([1.0, 1.0, 1.0], 2))]  # as fast: 1.0
+    runs = [{"ours": _run([1.0, 2.0, 3.0], 2), "torch": _run([2.0, 4.0, 6.0], 2), "compiled": _run([1.0] * 3, 2)},
+            {"ours": _run([1.0, 1.0, 1.0], 2), "torch": _run([1.0, 1.0, 1.0], 2), "compiled": _run([0.5] * 3, 2)}]
     row = summarize_rounds(runs, (2,))["2"]
-    assert row["round_ratios"] == [2.0, 1.0]
+    assert row["round_ratios"] == [2.0, 1.0]  # ours twice as fast, then as fast
     assert row["ratio"] == {"median": 1.5, "min": 1.0, "max": 2.0} == row["cpu_ratio"]
+    assert row["round_ratios_compiled"] == [0.5, 0.5]
     assert row["ours_items_per_second"] == pytest.approx(20 / 1.0)  # median of 1, 2, 3, 1, 1, 1
-    assert len(row["ms_per_micro_batch_by_position"]["ours"]) == 2
+    assert row["torch_ms_per_micro_batch"] == pytest.approx(1.5 / 2 * 1e3)  # median of 2, 4, 6, 1, 1, 1
+    assert len(row["ms_per_micro_batch_by_position"]["compiled"]) == 2
+
+
+def test_the_unset_environment_removes_the_blas_variables_and_is_skipped_when_none_is_set() -> None:
+    assert environment_variants(("as set", "unset"), {}) == {"as set": [], "unset": None}
+    variants = environment_variants(("as set", "unset"), {"OPENBLAS_CORETYPE": "Haswell", "PATH": "/bin"})
+    assert variants == {"as set": [], "unset": ["OPENBLAS_CORETYPE"]}
+    with pytest.raises(ValueError, match="unknown environment 'hot'"):
+        environment_variants(("hot",), {})
+
+
+def test_a_sides_environment_has_its_threads_and_lacks_what_is_removed(monkeypatch) -> None:
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "1048576")
+    kept = _side_environment(2, [])
+    assert kept["OPENBLAS_CORETYPE"] == "Haswell" and kept["MTA_THREADS"] == kept["OPENBLAS_NUM_THREADS"] == "2"
+    removed = _side_environment(1, ["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"])
+    assert "OPENBLAS_CORETYPE" not in removed and "OPENBLAS_L2_SIZE" not in removed
+
+
+def test_the_roofline_counts_three_gemms_per_forward_gemm() -> None:
+    b = 7
+    mlp = sum(fan_in * fan_out for fan_in, fan_out in zip(DIGITS.dims, DIGITS.dims[1:], strict=False))
+    assert micro_batch_flops(DIGITS, b) == {"gemm": 6 * b * mlp, "attention": 0, "total": 6 * b * mlp}
+    tokens, e, vocab = 32 * CHARS.block_size, CHARS.n_embd, CHARS.config().vocab_size
+    flops = micro_batch_flops(CHARS, 32)
+    assert flops["gemm"] == 3 * 2 * tokens * (CHARS.n_layer * 12 * e * e + e * vocab)
+    assert flops["attention"] == 12 * tokens * CHARS.block_size * e * CHARS.n_layer
+    assert (tokens, e, 3 * e) in gemm_shapes(CHARS, 32) and (e, tokens, 3 * e) in gemm_shapes(CHARS, 32)
+
+
+def test_the_breakdown_times_gemms_and_kernels_and_adds_up_to_the_wall_time() -> None:
+    import minitorch_accum.kernels as K
+
+    a = np.ones((64, 64), np.float32)
+
+    def micro_batch() -> None:
+        for _ in range(20):
+            np.matmul(a, a)
+        K.gelu_forward(a)
+        sum(range(1000))
+
+    result = ours_breakdown(micro_batch, 3)
+    ms = result["ms_per_micro_batch"]
+    assert list(ms) == list(CATEGORIES) and ms["gemm"] > 0
+    assert ms["fused layer kernels"] > 0 or not K.native_available()
+    assert sum(ms.values()) == pytest.approx(result["total_ms"])
+    assert np.matmul.__name__ == "matmul"  # the timers are taken off again
+
+
+def test_the_blas_line_names_the_kernel_and_the_variables() -> None:
+    machine = {"blas": [{"library": "numpy openblas", "version": "0.3.31", "architecture": "Haswell",
+                         "threading_layer": "pthreads", "threads": 1}],
+               "blas_environment": {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": None}}
+    line = blas_line(machine)
+    assert "kernel Haswell" in line and "OPENBLAS_CORETYPE=Haswell" in line and "OPENBLAS_L2_SIZE unset" in line
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="the other side is PyTorch")
 def test_each_side_in_its_own_process_writes_the_ratio_per_k(tmp_path: Path) -> None:
-    settings = VersusSettings("test", (("digits_mlp", (1, 2)),), threads=(1,), rounds=1, windows=1, warmup=0)
+    settings = VersusSettings("test", (("digits_mlp", (1, 2), 32),), threads=(1,), rounds=1, windows=1, warmup=0,
+                              sides=("ours", "torch"), environments=("as set",), breakdown_windows=1)
     payload, files = run_benchmark(VERSUS, settings, tmp_path)
     assert files.json.is_file()
-    data = payload["models"]["digits_mlp"]["1"]
+    data = payload["environments"]["as set"]["digits_mlp"]["1"]
     for k in ("1", "2"):
         row = data["by_k"][k]
         assert math.isfinite(row["ratio"]["median"]) and row["ratio"]["median"] > 0
         assert math.isfinite(row["cpu_ratio"]["median"]) and row["cpu_ratio"]["median"] > 0
         assert len(row["ms_per_micro_batch_by_position"]["torch"]) == int(k)
     assert "MTA_THREADS=1" in data["thread_settings"]["ours"] and data["thread_settings"]["torch_threads"] == 1
-    assert "ours/torch" in format_versus(payload)
+    assert data["roofline"]["gemm_rates"]["numpy"] > 0 and data["breakdown"]["micro_batches"] == 2
+    assert data["blas"]["ours"] and data["torch_blas"]["blas"]
+    text = format_versus(payload)
+    assert "ours/torch" in text and "kernel" in text and "roofline" in text

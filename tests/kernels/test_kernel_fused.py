@@ -1,5 +1,5 @@
-"""The fused layer kernels (GELU, LayerNorm, softmax cross entropy, embedding backward): the
-native loops and the emulated CUDA kernels give the NumPy reference's bits on every shape,
+"""The fused layer kernels (GELU, LayerNorm, softmax cross entropy, embedding backward, softmax
+rows): the native loops and the emulated CUDA kernels give the NumPy reference's bits on every shape,
 dtype, edge value and launch grid; errors are the same on every path."""
 
 from __future__ import annotations
@@ -98,6 +98,40 @@ def test_embedding_backward_on_every_path(n, dim, table_rows, dtype, seed) -> No
     on_every_path(lambda: (K.embedding_backward(ids, grad, table_rows),))
 
 
+@given(rows, columns, dtypes, seeds, st.sampled_from([None, 1, 4, "causal"]), st.floats(0.01, 4), st.booleans(),
+       st.sampled_from([None, 1, 2]))
+def test_softmax_forward_and_backward_on_every_path(r, c, dtype, seed, bias_rows, scale, special, grid) -> None:
+    rng = np.random.default_rng(seed)
+    if bias_rows == "causal":  # an attention mask: a query sees the keys up to its own position
+        bias_rows = c
+        bias = np.where(np.tri(c, c, dtype=bool), 0.0, -np.inf).astype(dtype)
+    else:
+        bias = None if bias_rows is None else values(rng, (bias_rows, c), dtype, special)
+    r = r - r % bias_rows if bias_rows else r  # a whole number of the bias's blocks
+    with np.errstate(over="ignore"):  # 3e38 * 5 is inf in float32: one more edge value
+        x = values(rng, (r, c), dtype, special) * dtype(5)
+    g = values(rng, (r, c), dtype)
+
+    def run():
+        y = K.softmax_forward(x, bias, scale)
+        return y, K.softmax_backward(y, g, scale)
+
+    on_every_path(run, grid)
+
+
+def test_softmax_masks_with_its_bias_rows_and_sums_to_one() -> None:
+    x = np.random.default_rng(3).standard_normal((6, 3)).astype(np.float32)
+    bias = np.where(np.tri(3, 3, dtype=bool), 0.0, -np.inf).astype(np.float32)
+    for path in PATHS:
+        with on_path(path):
+            y = K.softmax_forward(x, bias, 0.5)
+        assert (y[np.tile(bias, (2, 1)) == -np.inf] == 0).all(), path  # row r takes bias row r % 3
+        assert y[0, 0] == 1 and y[3, 0] == 1, path
+        np.testing.assert_allclose(y.sum(1), 1, rtol=1e-6)
+        e = np.exp(x * 0.5 + np.tile(bias, (2, 1)))
+        np.testing.assert_allclose(y, e / e.sum(1, keepdims=True), rtol=2e-6)
+
+
 def test_embedding_backward_adds_repeated_ids_in_order_and_zeroes_untouched_rows() -> None:
     ids = np.array([2, 0, 2, 2])
     grad = np.array([[1.0], [5.0], [1e-8], [-1.0]], np.float32)
@@ -166,6 +200,15 @@ ERRORS = [
     (lambda: K.embedding_backward(np.array([0, 1]), np.zeros((3, 2)), 5), ValueError,
      "embedding_backward: grad (shape (3, 2), float64) must have shape (2, 2) to match out"),
     (lambda: K.gelu_forward([1.0, 2.0]), TypeError, "gelu_forward: x must be a NumPy or CuPy array, got list"),
+    (lambda: K.softmax_forward(np.zeros((6, 3)), np.zeros((4, 3))), ValueError,
+     "softmax_forward: x (shape (6, 3), float64) has 6 rows, not a multiple of the rows of bias "
+     "(shape (4, 3), float64)"),
+    (lambda: K.softmax_forward(np.zeros((6, 3)), np.zeros((2, 4))), ValueError,
+     "softmax_forward: bias (shape (2, 4), float64) must have shape (2, 3) to match x (shape (6, 3), float64)"),
+    (lambda: K.softmax_forward(np.zeros((6, 3)), np.zeros((2, 3), np.float32)), TypeError,
+     "softmax_forward: bias (shape (2, 3), float32) must have the dtype of x (shape (6, 3), float64)"),
+    (lambda: K.softmax_backward(np.zeros((6, 3)), np.zeros((6, 2))), ValueError,
+     "softmax_backward: grad (shape (6, 2), float64) must have shape (6, 3) to match probs (shape (6, 3), float64)"),
     (lambda: K.gelu_forward(np.zeros(2), "erf"), ValueError, "approximate must be 'none' or 'tanh', got 'erf'"),
 ]
 
@@ -194,7 +237,7 @@ def test_every_kernel_the_fused_plans_launch_is_compiled_and_registered() -> Non
     for suffix in ("f32", "f64"):
         for stem in ("gelu_forward", "gelu_backward", "layer_norm_forward", "layer_norm_input_grad",
                      "layer_norm_column_partials", "layer_norm_column_finish", "cross_entropy_forward",
-                     "cross_entropy_backward", "embedding_backward"):
+                     "cross_entropy_backward", "embedding_backward", "softmax_forward", "softmax_backward"):
             assert f"mta_{stem}_{suffix}" in registered, (stem, suffix)
     # row kernels synchronize: their threads run as fibers
     assert registered["mta_cross_entropy_forward_f32"][1:] == (256, True)

@@ -52,6 +52,29 @@ def test_fused_attention_equals_the_composed_one() -> None:
         np.testing.assert_allclose(ours[t], theirs[t], rtol=1e-12, atol=1e-14)
 
 
+def test_float32_attention_runs_the_softmax_row_kernels_and_agrees_with_the_array_form(monkeypatch) -> None:
+    from minitorch_accum.backend.base import Backend
+
+    calls = []
+    for name in ("softmax", "softmax_backward"):
+        original = getattr(Backend, name)
+        monkeypatch.setattr(Backend, name, lambda self, *a, _f=original, _n=name: calls.append(_n) or _f(self, *a))
+    q, k, v = (mta.tensor(t.numpy().astype(np.float32), requires_grad=True) for t in qkv(6, length=5, source=5))
+    weights = np.random.default_rng(7).normal(size=(2, 3, 5, 7)).astype(np.float32)
+    causal = np.tri(5, dtype=bool)
+    # the same mask with the batch's axes: not one (L, S) block, so the array-library form runs
+    per_head = np.broadcast_to(causal, (2, 3, 5, 5)).copy()
+    fused = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
+    ours = (fused * weights).sum().backward()
+    assert calls == ["softmax", "softmax_backward"]
+    reference = F.scaled_dot_product_attention(q, k, v, attn_mask=per_head)
+    theirs = (reference * weights).sum().backward()
+    assert calls == ["softmax", "softmax_backward"] and fused.dtype == mta.float32
+    np.testing.assert_allclose(fused.numpy(), reference.numpy(), rtol=2e-6, atol=1e-6)
+    for t in (q, k, v):
+        np.testing.assert_allclose(ours[t], theirs[t], rtol=1e-5, atol=1e-5)
+
+
 def test_attention_dropout_uses_one_mask_for_forward_and_backward() -> None:
     q, k, v = qkv(4, batch=(1,), length=3, source=3)
 

@@ -1,8 +1,8 @@
 """Launch planning of the fused layer kernels (csrc/gelu.cu, layer_norm.cu, cross_entropy.cu,
-embedding.cu), shared by the CuPy path and the CPU launch emulator.
+embedding.cu, softmax.cu), shared by the CuPy path and the CPU launch emulator.
 
 Elementwise kernels are grid-stride launches of 256-thread blocks (``grid_stride_shape``).
-Row kernels (LayerNorm, the cross-entropy forward) take blocks of 32 x 8 threads: 32 lanes
+Row kernels (LayerNorm, the cross-entropy forward, softmax) take blocks of 32 x 8 threads: 32 lanes
 per row, 8 rows per block; their grid covers the rows (up to 8 blocks per SM) and strides
 over the rest. ``forced_shape(grid=...)`` forces the grid of either kind; a row kernel's
 block is fixed (its shared arrays are sized for it).
@@ -28,6 +28,8 @@ __all__ = [
     "plan_gelu",
     "plan_layer_norm_backward",
     "plan_layer_norm_forward",
+    "plan_softmax_backward",
+    "plan_softmax_forward",
 ]
 
 ROW_BLOCK = (32, 8, 1)  # (MTA_ROW_LANES, MTA_ROWS_PER_BLOCK)
@@ -81,8 +83,9 @@ def plan_layer_norm_backward(x: Array, weight: Array, mean: Array, rstd: Array, 
     if grad_x is not None and rows:
         args = (x, weight, mean, rstd, grad, grad_x, np.uint64(rows), np.uint64(cols))
         launches.append(Launch(f"mta_layer_norm_input_grad_{s}", _row_grid(rows, sm_count), ROW_BLOCK, args))
-    wanted = [(out, empty_f64(max(1, -(-rows // COLUMN_CHUNK) * cols))) for out in (grad_weight, grad_bias)
-              if out is not None]
+    # the partial sums are in x's dtype: a float64 buffer viewed as it (twice as many float32 slots)
+    wanted = [(out, empty_f64(max(1, -(-rows // COLUMN_CHUNK) * cols)).view(x.dtype))
+              for out in (grad_weight, grad_bias) if out is not None]
     if not wanted or cols == 0:
         return launches
     chunks = -(-rows // COLUMN_CHUNK)
@@ -118,3 +121,20 @@ def plan_embedding_backward(order: Array, offsets: Array, grad: Array, out: Arra
     rows, dim = out.shape
     args = (order, offsets, grad, out, np.uint64(rows), np.uint64(dim))
     return _elementwise(f"mta_embedding_backward_{_suffix(out)}", rows * dim, args, sm_count)
+
+
+def plan_softmax_forward(x: Array, bias: Array | None, scale: float, out: Array, sm_count: int) -> list[Launch]:
+    rows, cols = x.shape
+    if rows == 0 or cols == 0:
+        return []
+    bias_rows = 1 if bias is None else bias.shape[0]
+    args = (x, bias, out, np.uint64(rows), np.uint64(cols), np.uint64(bias_rows), np.float64(scale))
+    return [Launch(f"mta_softmax_forward_{_suffix(x)}", _row_grid(rows, sm_count), ROW_BLOCK, args)]
+
+
+def plan_softmax_backward(probs: Array, grad: Array, scale: float, out: Array, sm_count: int) -> list[Launch]:
+    rows, cols = probs.shape
+    if rows == 0 or cols == 0:
+        return []
+    args = (probs, grad, out, np.uint64(rows), np.uint64(cols), np.float64(scale))
+    return [Launch(f"mta_softmax_backward_{_suffix(probs)}", _row_grid(rows, sm_count), ROW_BLOCK, args)]

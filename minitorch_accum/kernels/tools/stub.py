@@ -51,7 +51,16 @@ _HELPERS = '''
 # ---------------------------------------------------------------- the module's other functions
 
 def erf(x: Array, out: Array) -> None:
-    """The erf of the GELU kernels (float64 inside, rounded once to x's dtype), for its accuracy test."""
+    """The erf of the float64 GELU kernels (float64 inside, rounded once to x's dtype), for its accuracy test."""
+
+def register_blas_gemm(sgemm: int, dgemm: int) -> None:
+    """The addresses of the row-major cblas_sgemm and cblas_dgemm (64-bit integers) that gemm calls."""
+
+def blas_gemm_registered() -> bool:
+    """Whether register_blas_gemm was called."""
+
+def gemm(a: Array, trans_a: bool, b: Array, trans_b: bool, out: Array, alpha: float, beta: float) -> None:
+    """out = alpha op(a) op(b) + beta out, cut over the native pool, each block one single-threaded BLAS call."""
 
 def getenv(name: str) -> str | None:
     """The process environment's value of name (os.environ writes through putenv), or None; cheap when unset."""

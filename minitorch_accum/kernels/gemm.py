@@ -1,0 +1,34 @@
+"""GEMM over the native pool: one block of the output per thread, each a single-threaded call
+of the BLAS NumPy loaded (csrc/native/gemm_cpu.cpp says why one pool and not OpenBLAS's own).
+
+The kernels floor does not look for a BLAS itself: ``backend/blas.py`` finds NumPy's bundled
+OpenBLAS and registers its ``cblas_?gemm`` here (``register_blas_gemm``); until then, or without
+the native module, ``gemm_available()`` is False and the backend calls the BLAS as before.
+"""
+
+from __future__ import annotations
+
+from minitorch_accum.kernels.arrays import HostArray
+from minitorch_accum.kernels.dispatch import native, native_available
+
+__all__ = ["gemm", "gemm_available", "register_blas_gemm"]
+
+
+def register_blas_gemm(sgemm_address: int, dgemm_address: int) -> bool:
+    """Give the native GEMM the addresses of a row-major ``cblas_sgemm`` and ``cblas_dgemm`` with
+    64-bit integers; False (nothing registered) without the native module."""
+    if not native_available() or not hasattr(native(), "register_blas_gemm"):
+        return False
+    native().register_blas_gemm(int(sgemm_address), int(dgemm_address))
+    return True
+
+
+def gemm_available() -> bool:
+    """Whether ``gemm`` can run: the native module is here and a BLAS is registered."""
+    return native_available() and hasattr(native(), "gemm") and bool(native().blas_gemm_registered())
+
+
+def gemm(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: bool, alpha: float, beta: float) -> None:
+    """out = alpha op(a) op(b) + beta out in place, op transposing where asked; float32 or float64,
+    every array 2-D and C-contiguous, the work cut over the native pool's threads."""
+    native().gemm(a, bool(trans_a), b, bool(trans_b), out, float(alpha), float(beta))
