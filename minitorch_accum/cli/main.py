@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from minitorch_accum.train.progress import write_line
-from minitorch_accum.train.settings import TRAINING_COMMANDS, add_options, check_outputs, read_options
+from minitorch_accum.train.settings import TRAINING_COMMANDS, add_options, check_outputs, read_options, typed_options
 
 __all__ = ["build_parser", "main"]
 
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command == "train":
                 from minitorch_accum.cli.train_command import train_command
 
-                return train_command(values)
+                return train_command(values, typed_options(args))
             if args.command == "compare":
                 from minitorch_accum.cli.compare_command import compare_command
 

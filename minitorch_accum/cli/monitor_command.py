@@ -56,7 +56,7 @@ def train_with_monitor(values: Mapping[str, Any]) -> History | None:
             raise app.error
         if isinstance(app.error, TrainingInterrupted) and progress.stopped_at_window_end:
             print(f"maccum train: stopped with q at the end of optimizer step {learner.step}'s window; saved "
-                  f"{app.error.checkpoint}; continue with maccum train --resume")
+                  f"{app.error.checkpoint}; {learner.resume_hint}")
             return None
         raise app.error
     _, history = app.result

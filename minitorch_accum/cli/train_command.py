@@ -1,5 +1,7 @@
 """``maccum train``: train a built-in task with accumulation and write metrics, checkpoints
-and the final parameters; under ``mpiexec -n R`` it trains data-parallel on R ranks."""
+and the final parameters; under ``mpiexec -n R`` it trains data-parallel on R ranks. ``--resume``
+rebuilds the run in ``--out`` from what its checkpoint recorded, the options typed over it
+(``train/recorded_options.py``)."""
 
 from __future__ import annotations
 
@@ -9,22 +11,25 @@ from typing import Any
 
 from minitorch_accum.cli.monitor_command import monitor_unavailable, train_with_monitor
 from minitorch_accum.cli.training_run import build_run
+from minitorch_accum.distributed.launch import make_communicator
 from minitorch_accum.distributed.launch_environment import launched_world_size
 from minitorch_accum.observe.chrome_trace import rank_trace_path
 from minitorch_accum.train import History, RunCompleteError, StopRequest
 from minitorch_accum.train.progress import write_line
+from minitorch_accum.train.recorded_options import read_recorded_options, resumed_options
 
 __all__ = ["train_command"]
 
 
-def train_command(values: Mapping[str, Any]) -> int:
+def train_command(values: Mapping[str, Any], typed: frozenset[str]) -> int:
+    """Train as ``values`` say (``typed``: the options the user gave; a resume takes the others from its run)."""
     if values["resume"] and values["overwrite"]:
         raise ValueError("--resume continues the run in --out and --overwrite replaces it: give one of them")
     # SIGINT and SIGTERM are caught from here to the last line printed: one before fit stops it at its
     # first safe point with a checkpoint, one after it is complete exits with its status (130, 143)
     with StopRequest().installed() as stop:
         try:
-            history = _train(values, stop)
+            history = _train(values, typed, stop)
         except RunCompleteError as complete:
             if complete.rank == 0:
                 print(f"maccum train: {complete}")
@@ -41,9 +46,11 @@ def train_command(values: Mapping[str, Any]) -> int:
     return 0
 
 
-def _train(values: Mapping[str, Any], stop: StopRequest) -> History | None:
+def _train(values: Mapping[str, Any], typed: frozenset[str], stop: StopRequest) -> History | None:
     if values["pace"] is not None and not values["tui"]:
         raise ValueError("--pace slows the terminal monitor down to be watched: give it with --tui")
+    if values["resume"]:
+        values = _as_recorded(values, typed)
     if values["tui"]:
         why_not = monitor_unavailable()
         if why_not is None:
@@ -54,6 +61,17 @@ def _train(values: Mapping[str, Any], stop: StopRequest) -> History | None:
     learner.stop_request = stop  # a signal caught while the run was built stops fit at its first safe point
     _, history = learner.fit(train, valid, resume=values["resume"], overwrite=values["overwrite"])
     return history
+
+
+def _as_recorded(values: Mapping[str, Any], typed: frozenset[str]) -> dict[str, Any]:
+    """The values of a resume: the run's recorded options, the typed ones over them (one line says a
+    typed change of the epochs); every rank gets rank 0's reading of the directory."""
+    comm = make_communicator("auto")
+    epochs = values["num_epochs"] if "num_epochs" in typed else None
+    resumed, said = resumed_options(values, typed, read_recorded_options(values["out"], comm, epochs))
+    if said is not None and comm.rank == 0:
+        print(f"maccum train: {said}", flush=True)
+    return resumed
 
 
 def _report(values: Mapping[str, Any], history: History) -> None:

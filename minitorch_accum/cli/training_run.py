@@ -5,6 +5,7 @@ build their runs here)."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -16,12 +17,19 @@ from minitorch_accum.optim import SGD, AdamW, Optimizer
 from minitorch_accum.train import History, Learner
 from minitorch_accum.train.settings import learner_config
 
-__all__ = ["build_run", "make_optimizer", "run_training"]
+__all__ = ["build_run", "make_optimizer", "resume_hint", "run_training"]
 
 
 def make_optimizer(name: str, lr: float) -> Optimizer:
     """The command line's optimizers: AdamW without weight decay, SGD with momentum 0.9."""
     return AdamW(lr=lr, weight_decay=0.0) if name == "adamw" else SGD(lr=lr, momentum=0.9)
+
+
+def resume_hint(out: str | os.PathLike[str], ranks: int) -> str:
+    """What a stopped run's line says of going on: the command that resumes it, every other option taken
+    from the run's checkpoint (``train/recorded_options.py``)."""
+    command = f"maccum train --resume --out {shlex.quote(str(out))}"
+    return f"continue with {command}" + (f", launched as this run was (mpiexec -n {ranks} ...)" if ranks > 1 else "")
 
 
 def _rank_device(device: str) -> str:
@@ -53,6 +61,7 @@ def build_run(values: Mapping[str, Any]) -> tuple[Learner, DataLoader, DataLoade
         **values, "accum_dtype": "float64" if values["dtype"] == "float64" else "float32",
         "devices": tuple(_rank_device(device) for device in values["devices"])})
     learner = Learner(task.model, make_optimizer(values["optimizer"], values["lr"]), config)
+    learner.resume_hint = resume_hint(values["out"], learner.world_size)
     train = DataLoader(task.train, micro_batch, shuffle=True, seed=values["seed"])
     valid = DataLoader(task.valid, 512, shuffle=False)
     return learner, train, valid

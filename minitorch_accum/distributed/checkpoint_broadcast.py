@@ -2,6 +2,8 @@
 
 Rank 0 reads and verifies the checkpoint; the others receive its JSON state (as bytes)
 and its arrays (buffer broadcasts, never pickle), in a manifest order all ranks agree on.
+A smaller JSON value goes the same way (``broadcast_json``: the settings a resume rebuilds its
+run from, before the run exists).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import numpy as np
 
 from minitorch_accum.distributed.communicator import Communicator
 
-__all__ = ["gather_json", "share_checkpoint"]
+__all__ = ["broadcast_json", "gather_json", "share_checkpoint"]
 
 Arrays = dict[str, dict[str, np.ndarray]]
 
@@ -54,6 +56,11 @@ def share_checkpoint(comm: Communicator, loaded: tuple[Arrays, dict[str, Any]] |
         comm.broadcast(array)
         out.setdefault(group, {})[name] = array
     return out, received["state"]
+
+
+def broadcast_json(comm: Communicator, value: Any) -> Any:
+    """Rank 0's small JSON value (the others pass None) on every rank: what rank 0 read of a run's directory."""
+    return json.loads(_broadcast_bytes(comm, json.dumps(value).encode() if comm.rank == 0 else None))
 
 
 def gather_json(comm: Communicator, value: Any) -> list[Any]:

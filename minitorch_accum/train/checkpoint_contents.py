@@ -54,7 +54,7 @@ assert set(_LAYOUTS[-1]) == set(STATE_KEYS)
 _OPTIMIZER_KEYS = ("step_count", "skipped_steps", "hyperparameters", "scalars")
 _ACCUMULATOR_KEYS = ("steps", "reduction", "fusion", "micro_step", "items", "window_index", "skipped_windows",
                      "loss_scaler", "store")
-_CONFIG_KEYS = ("reduction", "fusion", "num_epochs")
+_CONFIG_KEYS = ("reduction", "fusion", "num_epochs", "checkpoint_every_steps")  # the last: absent from earlier records
 _ORIGIN_KEYS = ("epoch", "next_batch", "step")
 
 _STATE = "state.json"
@@ -184,6 +184,9 @@ def _check_config(config: dict[str, Any], settings: dict[str, Any]) -> None:
         if key in settings and settings[key] != config[key]:
             raise _ContentError(_STATE, f"the config's {key} is {config[key]!r}, the settings' {settings[key]!r}")
     _at_least(_need(config, "num_epochs", _INT, "config"), 1, "num_epochs")
+    every = _need(config, "checkpoint_every_steps", _INT, "config", optional=True)
+    if every is not None:
+        _at_least(every, 0, "checkpoint_every_steps")
 
 
 def _check_origin(origin: dict[str, Any], position: tuple[int, int], step: int) -> None:

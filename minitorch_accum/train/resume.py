@@ -41,7 +41,7 @@ from minitorch_accum.train.checkpoint.catalog import looks_intact, newest_first,
 from minitorch_accum.train.checkpoint.leftovers import process_alive
 from minitorch_accum.train.checkpoint_contents import check_checkpoint_contents, check_checkpoint_record
 from minitorch_accum.train.progress import Progress
-from minitorch_accum.train.run_directory import RunCompleteError, RunDirectoryError
+from minitorch_accum.train.run_directory import CHECKPOINTS, RunCompleteError, RunDirectoryError
 from minitorch_accum.train.run_parts import RunParts
 from minitorch_accum.train.run_settings import (
     SettingsMismatchError,
@@ -55,7 +55,7 @@ from minitorch_accum.train.run_settings import (
 )
 from minitorch_accum.train.window_record import WindowTotals
 
-__all__ = ["FINAL", "LearnerCheckpoints", "Resumed", "read_final_record"]
+__all__ = ["FINAL", "LearnerCheckpoints", "Resumed", "check_run_not_complete", "read_final_record"]
 
 #: a checkpoint's position: (optimizer step, epoch, next micro-batch)
 Position = tuple[int, int, int]
@@ -102,7 +102,7 @@ class LearnerCheckpoints:
 
     def __init__(self, run: RunParts) -> None:
         self.run = run
-        self.checkpointer = FileCheckpointer(run.directory / "checkpoints", keep=run.config.checkpoint_keep)
+        self.checkpointer = FileCheckpointer(run.directory / CHECKPOINTS, keep=run.config.checkpoint_keep)
         #: what this run is made of, recorded in each checkpoint (set when fit starts)
         self.settings: dict[str, Any] = {}
         #: the position and path of the last checkpoint written or restored (a stop does not save it twice)
@@ -158,7 +158,10 @@ class LearnerCheckpoints:
             "window": window.state(),
             "settings": self.settings,
             "numerics": self.numerics.as_dict(),
-            "config": {"reduction": config.reduction, "fusion": config.fusion, "num_epochs": config.num_epochs},
+            # and, for a resume that takes them from here (``train/recorded_options.py``), the run's length and
+            # checkpoint cadence: a resume may change them, so they are not among the compared settings
+            "config": {"reduction": config.reduction, "fusion": config.fusion, "num_epochs": config.num_epochs,
+                       "checkpoint_every_steps": config.checkpoint_every_steps},
             "window_origin": dict(self.window_origin),
         }
         arrays = {"model": run.step_model.to_record(), "optimizer": opt_arrays,
@@ -315,22 +318,26 @@ class LearnerCheckpoints:
                     path.unlink()
 
     def check_not_complete(self, num_epochs: int) -> None:
-        """Before a resume: RunCompleteError when the run in the directory finished (its final
-        parameters and record written, no later checkpoint) for at least ``num_epochs`` epochs;
-        RunDirectoryError when it finished for fewer but left no checkpoint to go on from."""
-        directory = self.run.directory
-        final = read_final_record(directory / FINAL)
-        if final is None:
-            return
-        intact = [entry for entry in scan(self.checkpointer.directory) if looks_intact(entry)]
-        latest = newest_first(intact)[0].record["state"].get("step") if intact else None
-        if isinstance(latest, int) and latest > final["steps"]:
-            return  # a longer run went on after it (resumed with more epochs) and was stopped
-        done = (f"{final['steps']} optimizer steps, {final['epochs']} epoch(s); {directory / FINAL} written at "
-                f"{final['written_at']}")
-        if num_epochs <= final["epochs"]:
-            raise RunCompleteError(f"the run in {directory} is complete ({done}): nothing to resume")
-        if latest is None:
-            raise RunDirectoryError(f"the run in {directory} is complete ({done}) and holds no checkpoint to go on to "
-                                    f"{num_epochs} epochs from; start a new run (--overwrite), or keep checkpoints "
-                                    "(--checkpoint-every) to extend a run later")
+        """Before a resume: ``check_run_not_complete`` of this run's directory."""
+        check_run_not_complete(self.run.directory, num_epochs)
+
+
+def check_run_not_complete(directory: Path, num_epochs: int) -> None:
+    """Before a resume of the run in ``directory``: RunCompleteError when it finished (its final
+    parameters and record written, no later checkpoint) for at least ``num_epochs`` epochs;
+    RunDirectoryError when it finished for fewer but left no checkpoint to go on from."""
+    final = read_final_record(directory / FINAL)
+    if final is None:
+        return
+    intact = [entry for entry in scan(directory / CHECKPOINTS) if looks_intact(entry)]
+    latest = newest_first(intact)[0].record["state"].get("step") if intact else None
+    if isinstance(latest, int) and latest > final["steps"]:
+        return  # a longer run went on after it (resumed with more epochs) and was stopped
+    done = (f"{final['steps']} optimizer steps, {final['epochs']} epoch(s); {directory / FINAL} written at "
+            f"{final['written_at']}")
+    if num_epochs <= final["epochs"]:
+        raise RunCompleteError(f"the run in {directory} is complete ({done}): nothing to resume")
+    if latest is None:
+        raise RunDirectoryError(f"the run in {directory} is complete ({done}) and holds no checkpoint to go on to "
+                                f"{num_epochs} epochs from; start a new run (--overwrite), or keep checkpoints "
+                                "(--checkpoint-every) to extend a run later")

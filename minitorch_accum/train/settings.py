@@ -49,7 +49,7 @@ from minitorch_accum.train.setting_kinds import Choice, Flag, Integer, Kind, Num
 from minitorch_accum.train.training_trace import trace_file_name
 
 __all__ = ["OPTIMIZERS", "SETTINGS", "TRAINING_COMMANDS", "LearnerConfig", "ProgressMode", "Setting", "add_options",
-           "check_outputs", "commanded", "learner_config", "read_options", "setting"]
+           "check_outputs", "commanded", "learner_config", "read_options", "setting", "typed_options"]
 
 #: the commands whose options come from this table
 TRAINING_COMMANDS = ("train", "compare", "explain")
@@ -333,6 +333,19 @@ def learner_config(directory: str | os.PathLike[str], values: Mapping[str, Any])
     return LearnerConfig(directory=Path(directory), **fields, run_config=run or None)
 
 
+class _Typed(argparse.Action):
+    """argparse's store (a flag: ``nargs=0``, its ``const``) that also notes the option was typed: a
+    resume takes every other one from the run it continues (``typed_options``)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+        setattr(namespace, _TYPED, getattr(namespace, _TYPED, frozenset()) | {self.dest})
+
+
+_TYPED = "typed_settings"  # the parsed namespace's set of the rows whose option was typed
+
+
 def add_options(parser: argparse.ArgumentParser, command: str, defaults: Mapping[str, Any] | None = None) -> None:
     """Add every row's option that ``command`` offers (``defaults``: this command's own defaults by name)."""
     for row in SETTINGS:
@@ -340,12 +353,20 @@ def add_options(parser: argparse.ArgumentParser, command: str, defaults: Mapping
             continue
         default = row.command_default(command, defaults)
         if isinstance(row.kind, Flag):
-            parser.add_argument(row.flag, dest=row.name, action="store_true", help=row.help)
+            parser.add_argument(row.flag, dest=row.name, action=_Typed, nargs=0, const=True, default=False,
+                                help=row.help)
             continue
         kind = row.kind.kind if isinstance(row.kind, Optional) else row.kind
         choices = kind.values if isinstance(kind, Choice) else None
-        parser.add_argument(row.flag, dest=row.name, type=row.kind.from_text, default=default, choices=choices,
-                            metavar=None if choices else row.flag.lstrip("-").upper().replace("-", "_"), help=row.help)
+        metavar = None if choices else row.flag.lstrip("-").upper().replace("-", "_")
+        parser.add_argument(row.flag, dest=row.name, action=_Typed, type=row.kind.from_text, default=default,
+                            choices=choices, metavar=metavar, help=row.help)
+
+
+def typed_options(args: argparse.Namespace) -> frozenset[str]:
+    """The rows whose option was typed on the command line that ``args`` was parsed from (``add_options``'s
+    parser): the others hold their defaults."""
+    return frozenset(getattr(args, _TYPED, frozenset()))
 
 
 def read_options(args: argparse.Namespace, command: str) -> dict[str, Any]:

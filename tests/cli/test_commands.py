@@ -144,7 +144,7 @@ def test_bad_arguments_exit_with_a_clear_message(tmp_path: Path, capsys: pytest.
     assert main(["explain", "--accum", "-1"]) == 2
     assert "--accum (k) must be a positive int, got -1" in capsys.readouterr().err
     assert main(["train", "--out", str(tmp_path / "none"), "--resume", "--progress", "none"]) == 2
-    assert "no checkpoint found" in capsys.readouterr().err
+    assert "nothing to resume in" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("command", "option", "value", "said"), [

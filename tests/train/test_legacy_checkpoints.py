@@ -49,6 +49,16 @@ def test_cli_checkpoint_of_2026_12_03_resumes_to_that_days_parameters(tmp_path: 
     _assert_same_parameters(run / "final.safetensors", FIXTURES / "cli" / "expected.safetensors")
 
 
+def test_cli_checkpoint_of_2026_12_03_resumes_given_only_its_directory(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    from minitorch_accum.cli import main
+
+    run = _copy("cli", tmp_path)  # its record predates the settings table: k as the window of all ranks
+    assert main(["train", "--resume", "--out", str(run), "--progress", "none"]) == 0
+    assert "trained 30 optimizer steps" in capsys.readouterr().out
+    _assert_same_parameters(run / "final.safetensors", FIXTURES / "cli" / "expected.safetensors")
+
+
 def test_mid_window_checkpoint_of_2026_12_03_resumes_to_that_days_parameters(tmp_path: Path) -> None:
     import minitorch_accum as mta
     from minitorch_accum.data import DataLoader, load_digits
@@ -119,7 +129,8 @@ def _fit(directory: Path, epochs: int, resume: bool = False, valid: bool = False
 
 
 def _as_an_earlier_version_wrote(run: Path, *dropped: str) -> dict[str, Any]:
-    """Drop ``dropped`` from the latest checkpoint's state and seal its record again; its state."""
+    """Drop ``dropped`` from the latest checkpoint's state, and the checkpoint cadence from its config (no
+    earlier version recorded it), and seal its record again; its state."""
     from minitorch_accum.train.checkpoint.record import record_checksum
 
     checkpoints = run / "checkpoints"
@@ -127,6 +138,7 @@ def _as_an_earlier_version_wrote(run: Path, *dropped: str) -> dict[str, Any]:
     record = json.loads(path.read_text())
     for key in dropped:
         del record["state"][key]
+    del record["state"]["config"]["checkpoint_every_steps"]
     body = {key: value for key, value in record.items() if key != "record_sha256"}
     path.write_text(json.dumps({**body, "record_sha256": record_checksum(body)}))
     return record["state"]

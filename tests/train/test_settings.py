@@ -25,6 +25,7 @@ from minitorch_accum.train.settings import (
     learner_config,
     read_options,
     setting,
+    typed_options,
 )
 
 RECORDED = [row for row in SETTINGS if row.target == "learner" and not row.resume]
@@ -292,6 +293,14 @@ def test_help_shows_each_options_help_line_and_its_values(capsys: pytest.Capture
     for shown in ["[--accum ACCUM]", "[--micro-batch MICRO_BATCH]", "[--reduction {mean,sum,items,mean_nominal}]",
                   "[--distributed {auto,mpi,nccl,local}]", "[--compensated]"]:
         assert shown in usage, shown
+
+
+def test_typed_options_are_those_given_flags_included_and_not_those_left_at_their_defaults() -> None:
+    parser = build_parser()
+    assert typed_options(parser.parse_args(["train"])) == frozenset()
+    args = parser.parse_args(["train", "--accum", "8", "--compensated", "--epochs=2", "--out", "x"])
+    assert typed_options(args) == {"grads_accumulation", "compensated", "num_epochs", "out"}  # 8: typed, the default
+    assert (args.grads_accumulation, args.compensated, args.num_epochs, args.reduction) == (8, True, 2, "items")
 
 
 @pytest.mark.parametrize("option", [["--reduction", "avg"], ["--distributed", "tcp"]])
