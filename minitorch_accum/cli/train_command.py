@@ -50,7 +50,8 @@ def build_run(values: Mapping[str, Any]) -> tuple[Learner, DataLoader, DataLoade
     if micro_batch > len(task.train):
         print(f"warning: --micro-batch {micro_batch} is larger than the {len(task.train)} training items of "
               f"{values['dataset']}: every micro-batch holds the whole set", file=sys.stderr)
-    learner_values = {**for_learner(values), "accum_dtype": "float64" if values["dtype"] == "float64" else "float32",
+    arena = values["accum_dtype"] or ("float64" if values["dtype"] == "float64" else "float32")
+    learner_values = {**for_learner(values), "accum_dtype": arena,
                       "devices": [_rank_device(device) for device in values["devices"]]}
     learner = LearnerBuilder(values["out"]).settings(learner_values).build(
         task.model, make_optimizer(values["optimizer"], values["lr"]))

@@ -32,6 +32,11 @@ _TABLELESS_RUN = frozenset({"dataset", "micro_batch", "accum", "epochs", "lr", "
                             "dtype", "compensated", "seed", "block_size"})
 
 
+# recorded rows added after version 2's records were first written: a record without one was made
+# with its default (``rounding``: the arena rounded to nearest, as every arena then did)
+_ADDED_ROWS = tuple(row for row in SETTINGS if row.name in ("rounding",))
+
+
 class SettingsMismatchError(ValueError):
     """The run to resume was made with other settings."""
 
@@ -55,9 +60,11 @@ def record_settings(config: Any, micro_batch: int, world_size: int, optimizer: O
 def upgrade_record(saved: dict[str, Any]) -> dict[str, Any]:
     """A settings record in this version's layout. One written before the table had no
     ``version``; its command-line run. held the seed (a learner row now) and values recorded
-    elsewhere or free to change, which are dropped."""
+    elsewhere or free to change, which are dropped. A row added to the table since a record
+    was written takes its default there (the run was made before the setting existed)."""
     if saved.get("version") == RECORD_VERSION:
-        return saved
+        missing = {row.name: row.default for row in _ADDED_ROWS if row.name not in saved}
+        return {**saved, **missing} if missing else saved
     upgraded = dict(saved)
     run = dict(saved.get("run") or {})
     if set(run) == _TABLELESS_RUN:
