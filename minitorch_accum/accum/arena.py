@@ -70,8 +70,8 @@ class GradArena:
             elif param.device != backend.device:
                 raise ValueError(f"GradArena: parameter {name} is on {param.device}, others on {backend.device}")
             if requested == _BFLOAT16 and param.dtype == np.float64:
-                raise TypeError(f"GradArena: a bfloat16 arena cannot hold the gradient of the float64 parameter {name}; "
-                                "accumulate a float64 model in float64")
+                raise TypeError(f"GradArena: a bfloat16 arena cannot hold the gradient of the float64 parameter "
+                                f"{name}; accumulate a float64 model in float64")
             dtype = accumulation_dtype(param.dtype, requested)
             per_line = ALIGNMENT_BYTES // dtype.itemsize
             offset = -(-sizes.get(dtype, 0) // per_line) * per_line
@@ -82,8 +82,8 @@ class GradArena:
         if backend is None:
             raise ValueError("GradArena: the model has no parameters")
         if requested == _BFLOAT16 and backend.xp is not np:
-            raise TypeError(f"GradArena: a bfloat16 arena needs NumPy arrays (CuPy has no bfloat16 dtype); the model is "
-                            f"on {backend.device}")
+            raise TypeError(f"GradArena: a bfloat16 arena needs NumPy arrays (CuPy has no bfloat16 dtype); the "
+                            f"model is on {backend.device}")
         self.backend = backend
         self.shards = shards
         for dtype, n in sizes.items():

@@ -104,7 +104,8 @@ class ArenaStore:
         self.bfloat16 = self.arena.accum_dtype.name == "bfloat16"
         if rounding == "stochastic" and not self.bfloat16:
             raise ValueError(f"ArenaStore: rounding='stochastic' rounds the sums of a bfloat16 arena; a "
-                             f"{self.arena.accum_dtype.name} arena rounds every add to nearest (accum_dtype='bfloat16')")
+                             f"{self.arena.accum_dtype.name} arena rounds every add to nearest "
+                             "(accum_dtype='bfloat16')")
         if compensated and self.bfloat16:
             raise ValueError("ArenaStore: a bfloat16 arena has no Neumaier compensation (its sums round to bfloat16); "
                              "compensate a float32 arena, or round a bfloat16 one stochastically")

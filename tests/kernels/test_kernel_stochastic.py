@@ -19,7 +19,8 @@ from minitorch_accum.kernels.launch import table_limits
 from tests.kernels.kernel_cases import CPU_PATHS, array, assert_same_bits, copies, offsets, on_path, scales, seeds
 
 SINGLE = ("add_scale_stochastic", "copy_scale_stochastic", "cast_add_scale_stochastic")
-GRADIENTS = {"add_scale_stochastic": (FLOAT32, FLOAT16, BFLOAT16), "copy_scale_stochastic": (FLOAT32, FLOAT16, BFLOAT16),
+GRADIENTS = {"add_scale_stochastic": (FLOAT32, FLOAT16, BFLOAT16),
+             "copy_scale_stochastic": (FLOAT32, FLOAT16, BFLOAT16),
              "cast_add_scale_stochastic": (FLOAT16, BFLOAT16)}
 # around the 8-element packs (one Philox block), the 1024-element tiles of the native loop, the
 # 4096-element spans of its threads, the 512-thread blocks and the 65536-element chunks
