@@ -329,9 +329,10 @@ MTA_HD inline mta_u16 mta_bfloat16_round_stochastic(float x, mta_u32 r) {
 // any counter are computed directly, with no state to carry between threads or calls. Ten
 // rounds of two 32 x 32 -> 64-bit products and xors; integer arithmetic, so exact everywhere.
 // Known answer (Random123's kat_vectors): counter 0, key 0 -> 6627e8d5 e169c58d bc57ac4c 9b00dbd8.
-// The high and low words of each product are written apart (a 32-bit multiply and the high
-// half of a widening one): the host compiler then vectorizes them as such, where a 64-bit
-// product kept whole becomes 64-bit vector multiplies and shuffles, several times slower.
+// The high and low words of each product are written apart: on the device they are one
+// mul.hi.u32 and one mul.lo.u32. The native loops take whole tiles of blocks from the same
+// rounds written with AVX2/AVX-512 intrinsics (csrc/native/philox_simd.h), which GCC's own
+// vectorization of these 32 x 32 -> 64-bit products runs at half the speed.
 MTA_HD inline void mta_philox_round(mta_u32& c0, mta_u32& c1, mta_u32& c2, mta_u32& c3, mta_u32 k0, mta_u32 k1) {
     const mta_u32 hi0 = (mta_u32)(((mta_u64)0xD2511F53u * c0) >> 32);
     const mta_u32 hi1 = (mta_u32)(((mta_u64)0xCD9E8D57u * c2) >> 32);
@@ -343,8 +344,7 @@ MTA_HD inline void mta_philox_round(mta_u32& c0, mta_u32& c1, mta_u32& c2, mta_u
     c3 = lo0;
 }
 
-// The rounds are written out, on scalars: a loop over them, or an array, keeps the host
-// compiler from vectorizing the callers' loops over blocks (it sees gathers).
+// The rounds are written out, on scalars (an array of counters would be kept in memory).
 MTA_HD inline void mta_philox4x32_10(mta_u32& c0, mta_u32& c1, mta_u32& c2, mta_u32& c3, mta_u32 k0, mta_u32 k1) {
 #define MTA_PHILOX_ROUND                          \
     mta_philox_round(c0, c1, c2, c3, k0, k1);     \
