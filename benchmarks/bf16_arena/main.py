@@ -2,12 +2,13 @@
 its gradient arena in float32, in bfloat16 rounded to nearest, in bfloat16 rounded stochastically.
 
 Each window holds k micro-batches of one 32-character sequence: with k = 448 (half the training
-set per optimizer step), ``maccum precision --model chars --micro-batch 1`` measures the window
-gradient of a round-to-nearest bfloat16 arena 2.8e-1 off the exact sum at k = 896 and 2.1e-2 at
-k = 256, a stochastically rounded one 4.0e-2 and 2.0e-2: the regime where rounding to nearest
-has started to lose the window's later micro-batches. The question ("Revisiting BFloat16
-Training", arXiv 2010.06192: stochastic rounding within 0.1-0.2% of float32) is what that costs
-the model: the validation loss after the same steps, and the gradient memory each arena takes.
+set per optimizer step), ``maccum precision --model chars --micro-batch 1 --k 64,448,896``
+measures the window gradient (at the initial weights) of a round-to-nearest bfloat16 arena
+4.8e-2 off the exact sum at k = 448 and 2.8e-1 at k = 896, of a stochastically rounded one
+3.0e-2 and 4.0e-2, of a float32 one 3.2e-7: at k = 448 rounding to nearest has started to lose
+the window's later micro-batches. The question ("Revisiting BFloat16 Training", arXiv
+2010.06192: stochastic rounding within 0.1-0.2% of float32) is what that costs the model: the
+validation loss after the same steps, and the gradient memory each arena takes.
 """
 
 from __future__ import annotations
