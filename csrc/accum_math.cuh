@@ -238,13 +238,17 @@ enum MtaAccumulateMode {
     MTA_MODE_COPY = 1,                // acc = y (first micro-batch: no zeroing pass)
     MTA_MODE_ADD_COMPENSATED = 2,     // Neumaier: acc + comp carries the exact sum
     MTA_MODE_COPY_COMPENSATED = 3,    // acc = y, comp = 0
+    MTA_MODE_ADD_STOCHASTIC = 4,      // bfloat16 acc = SR(float(acc) + y)
+    MTA_MODE_COPY_STOCHASTIC = 5,     // bfloat16 acc = SR(y)
 };
 
 template <int MODE>
 struct MtaMode {
-    static constexpr bool reads_acc = MODE == MTA_MODE_ADD || MODE == MTA_MODE_ADD_COMPENSATED;
+    static constexpr bool reads_acc =
+        MODE == MTA_MODE_ADD || MODE == MTA_MODE_ADD_COMPENSATED || MODE == MTA_MODE_ADD_STOCHASTIC;
     static constexpr bool compensated =
         MODE == MTA_MODE_ADD_COMPENSATED || MODE == MTA_MODE_COPY_COMPENSATED;
+    static constexpr bool stochastic = MODE == MTA_MODE_ADD_STOCHASTIC || MODE == MTA_MODE_COPY_STOCHASTIC;
 };
 
 // Neumaier's variant of Kahan summation: the select picks the operand whose
@@ -277,6 +281,132 @@ MTA_HD inline void mta_accumulate_element(A& acc, A& comp, A y) {
 template <class A, class G>
 MTA_HD inline A mta_scaled(A s, G g) {
     return mta_mul(s, mta_widen<A>(g));
+}
+
+// ------------------------------------------------ bfloat16 accumulators
+
+// A bfloat16 buffer is summed in float32: acc is widened (exactly), s * g and acc + s * g are
+// float32 operations as above, and only the sum is rounded back to bfloat16 (8 bits of
+// significand: a unit in the last place is 2^-7 of the value's power of two). To nearest,
+// the sum loses every addend smaller than half a unit, so a long sum stalls; stochastically,
+// it is rounded up with probability equal to the fraction of a unit it discards, so the
+// rounded sum is the exact one in expectation and its error grows like sqrt(k) units instead
+// of k. Both work on bits (exact, every compiler alike). A NaN stays NaN with its sign and
+// top payload bits, quieted: (bits >> 16) | 0x40.
+
+// A float32's bits made safe to round: a NaN is quieted (0x400000) and its low half cleared, so
+// that nothing added below the kept bits can carry out of it; the kept bits are then
+// (bits >> 16) | 0x40. Other values are left as they are. Written without a select, so that
+// the host compiler keeps the vector loops in 32-bit lanes until the final narrowing.
+MTA_HD inline mta_u32 mta_bfloat16_roundable(mta_u32 u) {
+    const mta_u32 nan = 0u - (mta_u32)((u & 0x7fffffffu) > 0x7f800000u);
+    return (u & ~(nan & 0xffffu)) | (nan & 0x400000u);
+}
+
+// To nearest, ties to even: adding 0x7fff (+1 when the kept part is odd) carries into the
+// kept bits exactly when the discarded ones are above half (or at half with an odd kept part);
+// a carry out of the largest finite value gives inf, as it must.
+MTA_HD inline mta_u16 mta_bfloat16_round_nearest(float x) {
+    const mta_u32 u = mta_bfloat16_roundable(mta_float_bits(x));
+    return (mta_u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// Stochastically, with r uniform in [0, 2^16): the carry into the kept bits happens for
+// exactly (discarded bits) of the 2^16 values of r, so the magnitude is rounded up with
+// probability (discarded bits) / 2^16, the fraction of a unit that is discarded (zero for a
+// value bfloat16 holds exactly). It works on the magnitude's bits, so it is unbiased for
+// either sign; subnormals round like any value; a finite value within one unit of the largest
+// rounds to inf with that probability; inf stays inf.
+MTA_HD inline mta_u16 mta_bfloat16_round_stochastic(float x, mta_u32 r) {
+    const mta_u32 u = mta_bfloat16_roundable(mta_float_bits(x));
+    return (mta_u16)((u + (r & 0xffffu)) >> 16);
+}
+
+// ------------------------------------------- the random bits of stochastic rounding
+
+// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011; the
+// Random123 library's philox4x32_R with R = 10): a counter-based generator, so the bits of
+// any counter are computed directly, with no state to carry between threads or calls. Ten
+// rounds of two 32 x 32 -> 64-bit products and xors; integer arithmetic, so exact everywhere.
+// Known answer (Random123's kat_vectors): counter 0, key 0 -> 6627e8d5 e169c58d bc57ac4c 9b00dbd8.
+// The high and low words of each product are written apart: on the device they are one
+// mul.hi.u32 and one mul.lo.u32. The native loops take whole tiles of blocks from the same
+// rounds written with AVX2/AVX-512 intrinsics (csrc/native/philox_simd.h), which GCC's own
+// vectorization of these 32 x 32 -> 64-bit products runs at half the speed.
+MTA_HD inline void mta_philox_round(mta_u32& c0, mta_u32& c1, mta_u32& c2, mta_u32& c3, mta_u32 k0, mta_u32 k1) {
+    const mta_u32 hi0 = (mta_u32)(((mta_u64)0xD2511F53u * c0) >> 32);
+    const mta_u32 hi1 = (mta_u32)(((mta_u64)0xCD9E8D57u * c2) >> 32);
+    const mta_u32 lo0 = 0xD2511F53u * c0;
+    const mta_u32 lo1 = 0xCD9E8D57u * c2;
+    c0 = hi1 ^ c1 ^ k0;
+    c2 = hi0 ^ c3 ^ k1;
+    c1 = lo1;
+    c3 = lo0;
+}
+
+// The rounds are written out, on scalars (an array of counters would be kept in memory).
+MTA_HD inline void mta_philox4x32_10(mta_u32& c0, mta_u32& c1, mta_u32& c2, mta_u32& c3, mta_u32 k0, mta_u32 k1) {
+#define MTA_PHILOX_ROUND                          \
+    mta_philox_round(c0, c1, c2, c3, k0, k1);     \
+    k0 += 0x9E3779B9u;                            \
+    k1 += 0xBB67AE85u;
+    MTA_PHILOX_ROUND MTA_PHILOX_ROUND MTA_PHILOX_ROUND MTA_PHILOX_ROUND MTA_PHILOX_ROUND
+    MTA_PHILOX_ROUND MTA_PHILOX_ROUND MTA_PHILOX_ROUND MTA_PHILOX_ROUND MTA_PHILOX_ROUND
+#undef MTA_PHILOX_ROUND
+}
+
+MTA_HD inline void mta_philox4x32_10(mta_u32 c[4], mta_u32 k0, mta_u32 k1) {
+    mta_philox4x32_10(c[0], c[1], c[2], c[3], k0, k1);
+}
+
+// Where a stochastic-rounding call takes its random bits. Element e of the stream (an arena's
+// flat index: the array's first element is `first`) gets 16 bits of the Philox block e / 8
+// keyed by the seed, at counter (e / 8 low word, e / 8 high word, micro_batch, window):
+// lane e % 8 is the low (even lane) or high (odd lane) half of word (e % 8) / 2. So the bits
+// depend on (seed, window, micro-batch, element) alone, never on a thread, a launch shape, a
+// chunk or a path: every path rounds alike, and a run resumed mid-window draws what it would
+// have drawn.
+struct MtaRoundingStream {
+    mta_u64 seed;
+    mta_u32 window;
+    mta_u32 micro_batch;
+    mta_u64 first;  // the stream index of the array's element 0
+};
+
+// The 4 words (8 elements' bits) of block `block` of the stream.
+MTA_HD inline void mta_rounding_block(const MtaRoundingStream& s, mta_u64 block, mta_u32 words[4]) {
+    words[0] = (mta_u32)block;
+    words[1] = (mta_u32)(block >> 32);
+    words[2] = s.micro_batch;
+    words[3] = s.window;
+    mta_philox4x32_10(words, (mta_u32)s.seed, (mta_u32)(s.seed >> 32));
+}
+
+// The 16 bits of lane `lane` (0..7) of a block's words.
+MTA_HD inline mta_u32 mta_rounding_lane(const mta_u32 words[4], unsigned lane) {
+    return (words[lane >> 1] >> ((lane & 1u) * 16u)) & 0xffffu;
+}
+
+// The 16 bits of element i of the array (stream index first + i), from its block alone.
+MTA_HD inline mta_u32 mta_rounding_bits(const MtaRoundingStream& s, mta_u64 i) {
+    const mta_u64 e = s.first + i;
+    mta_u32 words[4];
+    mta_rounding_block(s, e >> 3, words);
+    return mta_rounding_lane(words, (unsigned)(e & 7u));
+}
+
+// One element of a bfloat16 accumulator: y = s * g in float32 (mta_scaled), then
+// acc = round(float(acc) + y) (add modes) or round(y) (copy modes); r: its 16 random bits
+// (ignored when rounding to nearest).
+template <int MODE>
+MTA_HD inline mta_u16 mta_accumulate_bfloat16(mta_u16 acc, float y, mta_u32 r) {
+    float sum = y;
+    if constexpr (MtaMode<MODE>::reads_acc) sum = mta_add(mta_bfloat16_to_float(acc), y);
+    if constexpr (MtaMode<MODE>::stochastic) {
+        return mta_bfloat16_round_stochastic(sum, r);
+    } else {
+        return mta_bfloat16_round_nearest(sum);
+    }
 }
 
 // -------------------------------------------------------- optimizer steps

@@ -36,12 +36,17 @@ struct MtaTensorTable {
 // Kind codes. Accumulation kernels key on the (accumulator, gradient) pair;
 // single-array kernels (the L2 norm) on the array's dtype. The numbering is
 // shared so a pair's code names its gradient dtype for fp32 accumulators.
+// bfloat16 accumulators (summed in float32, each sum rounded back) come last:
+// the compensated kernels take none of them.
 enum MtaKind {
     MTA_KIND_F32_F32 = 0,
     MTA_KIND_F32_F16 = 1,
     MTA_KIND_F32_BF16 = 2,
     MTA_KIND_F64_F64 = 3,
     MTA_KIND_F64_F32 = 4,
+    MTA_KIND_BF16_F32 = 5,
+    MTA_KIND_BF16_F16 = 6,
+    MTA_KIND_BF16_BF16 = 7,
 };
 
 enum MtaDtype {

@@ -24,13 +24,13 @@ Flag = Array | None
 # ---------------------------------------------------------------- the kernels (catalog.py)
 
 def add_scale(acc: Array, g: Array, scale: float, flag: Flag = None) -> None:
-    """acc += s * g (12 B/elem fp32; fp64: 24; fp32 g into fp64: 20)."""
+    """acc += s * g (12 B/elem fp32; fp64: 24; fp32 g into fp64: 20; into bf16, rounded to nearest: 8)."""
 
 def copy_scale(acc: Array, g: Array, scale: float, flag: Flag = None) -> None:
-    """acc = s * g (first micro-batch of a window: no zeroing pass) (8 B/elem fp32)."""
+    """acc = s * g (first micro-batch of a window: no zeroing pass) (8 B/elem fp32; into bf16: 6)."""
 
 def cast_add_scale(acc: Array, g: Array, scale: float, flag: Flag = None) -> None:
-    """acc(fp32) += s * float(g) for fp16/bf16 g, in one pass (10 B/elem fp32; g is 2 bytes)."""
+    """acc(fp32 or bf16) += s * float(g) for fp16/bf16 g, in one pass (10 B/elem fp32; g is 2 bytes; into bf16: 6)."""
 
 def add_scale_compensated(acc: Array, comp: Array, g: Array, scale: float, flag: Flag = None) -> None:
     """Neumaier: (acc, comp) += s * g; acc + comp is the sum (20 B/elem fp32)."""
@@ -56,6 +56,59 @@ def multi_copy_scale_compensated(
     accs: Sequence[Array], comps: Sequence[Array], gs: Sequence[Array], scale: float, flag: Flag = None
 ) -> None:
     """copy_scale_compensated over a list (12 B/elem fp32)."""
+
+def add_scale_stochastic(
+    acc: Array, g: Array, scale: float, seed: int, window: int, micro_batch: int, offset: int = 0, flag: Flag = None
+) -> None:
+    """acc(bf16) = SR(float(acc) + s * g) (8 B/elem bf16 acc; fp32 g; 6 from fp16/bf16)."""
+
+def copy_scale_stochastic(
+    acc: Array, g: Array, scale: float, seed: int, window: int, micro_batch: int, offset: int = 0, flag: Flag = None
+) -> None:
+    """acc(bf16) = SR(s * g) (first micro-batch) (6 B/elem bf16 acc; fp32 g; 4 from fp16/bf16)."""
+
+def cast_add_scale_stochastic(
+    acc: Array, g: Array, scale: float, seed: int, window: int, micro_batch: int, offset: int = 0, flag: Flag = None
+) -> None:
+    """acc(bf16) = SR(float(acc) + s * float(g)) for fp16/bf16 g, in one pass (6 B/elem bf16 acc)."""
+
+def multi_add_scale_stochastic(
+    accs: Sequence[Array],
+    gs: Sequence[Array],
+    scale: float,
+    seed: int,
+    window: int,
+    micro_batch: int,
+    offsets: Sequence[int] | None = None,
+    flag: Flag = None,
+) -> None:
+    """add_scale_stochastic over a list, each tensor at its offset in the stream (8 B/elem bf16 acc; 6 from
+    fp16/bf16).
+    """
+
+def multi_copy_scale_stochastic(
+    accs: Sequence[Array],
+    gs: Sequence[Array],
+    scale: float,
+    seed: int,
+    window: int,
+    micro_batch: int,
+    offsets: Sequence[int] | None = None,
+    flag: Flag = None,
+) -> None:
+    """copy_scale_stochastic over a list (6 B/elem bf16 acc)."""
+
+def multi_cast_add_scale_stochastic(
+    accs: Sequence[Array],
+    gs: Sequence[Array],
+    scale: float,
+    seed: int,
+    window: int,
+    micro_batch: int,
+    offsets: Sequence[int] | None = None,
+    flag: Flag = None,
+) -> None:
+    """cast_add_scale_stochastic over a list (6 B/elem bf16 acc)."""
 
 def l2_norm(x: Array) -> float:
     """sqrt(sum x^2), fp64 sums: block partials, then a final reduce (4 B/elem fp32; 2 from fp16/bf16, 8 fp64)."""

@@ -21,14 +21,17 @@ from benchmarks.harness.model_shapes import gpt2_small_shapes
 from benchmarks.kernels.arrays import DeviceArrays
 from benchmarks.kernels.settings import SCALE
 from benchmarks.kernels.variants import (
+    STREAM,
     Variant,
     accumulate_variants,
     array_library_variants,
+    bfloat16_variants,
     limit_variants,
     torch_variants,
 )
 from minitorch_accum import kernels as K
 from minitorch_accum.accum import GradArena
+from minitorch_accum.kernels.dtypes import BFLOAT16
 from minitorch_accum.nn import Param
 
 __all__ = ["Case", "flat_case", "model_case", "size_name"]
@@ -51,6 +54,10 @@ def flat_case(arrays: DeviceArrays, n: int) -> Case:
     g16 = arrays.to_bfloat16(g)
     variants = array_library_variants(arrays, acc, g, tmp, per_tensor=False)
     variants += accumulate_variants(acc, g, g16, comp, dst)
+    if arrays.on_host:
+        acc16 = arrays.empty(n, BFLOAT16)
+        acc16[...] = 0
+        variants += bfloat16_variants(acc16, g, g16)
     variants += torch_variants(arrays, [acc], [g], None if g16 is None else [g16], acc, g)
     variants += limit_variants(arrays, dst, acc, g)
     return variants, {"case": size_name(n), "elements": n, "tensors": 1}
@@ -101,6 +108,13 @@ def model_case(arrays: DeviceArrays, divisor: int) -> Case:
                 lambda: K.multi_cast_add_scale(accs, g16s, s),
             )
         )
+    if arrays.on_host:  # the same list in a bfloat16 arena, each view at its offset in the rounding stream
+        arena16 = GradArena(params, "bfloat16")
+        arena16.buffer[...] = 0
+        acc16s = [arena16.view(p) for _, p in params]
+        offsets = [arena16.span(p)[1] for _, p in params]
+        variants.append(Variant("native_multi_add_scale_stochastic", "multi_add_scale_stochastic into a bf16 arena",
+                                8, lambda: K.multi_add_scale_stochastic(acc16s, gs, s, *STREAM, offsets)))
     variants += torch_variants(arrays, accs, gs, g16s, acc_flat, g_flat)
     variants += limit_variants(arrays, dst, acc_flat, g_flat)
     elements = sum(math.prod(shape) for _, shape in shapes)

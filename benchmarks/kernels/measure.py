@@ -152,6 +152,13 @@ def _ratio(figures: dict[str, Any], slow: str, fast: str) -> float | None:
     return figures[slow]["median_s"] / figures[fast]["median_s"]
 
 
+def _share(figures: dict[str, Any], variant: str, of: str) -> float | None:
+    """``variant``'s GB/s (useful bytes) as a share of ``of``'s, from one run."""
+    if variant not in figures or of not in figures:
+        return None
+    return figures[variant]["gb_per_s"] / figures[of]["gb_per_s"]
+
+
 def _ratios(figures: dict[str, Any]) -> dict[str, float | None]:
     ratios = {
         "arena_vs_numpy_naive": _ratio(figures, "numpy_naive", "native_arena"),
@@ -163,5 +170,15 @@ def _ratios(figures: dict[str, Any]) -> dict[str, float | None]:
         "multi_vs_torch_foreach": _ratio(figures, "torch_foreach", "native_multi"),
         "multi_cast_add_scale_vs_torch_mixed": _ratio(figures, "torch_mixed", "native_multi_cast_add_scale"),
         "arena_fraction_of_limit": figures["native_arena"]["fraction_of_limit"] if "native_arena" in figures else None,
+        # into a bfloat16 buffer: GB/s (useful bytes) as a share of the float32 kernel's, and of the one
+        # rounding to nearest (the stochastic kernels' random bits must not make them compute-bound)
+        "add_scale_stochastic_share_of_fp32": _share(figures, "native_add_scale_stochastic", "native_arena"),
+        "add_scale_stochastic_share_of_bf16_nearest": _share(figures, "native_add_scale_stochastic",
+                                                             "native_add_scale_bf16"),
+        "add_scale_bf16_share_of_fp32": _share(figures, "native_add_scale_bf16", "native_arena"),
+        "copy_scale_stochastic_share_of_fp32": _share(figures, "native_copy_scale_stochastic", "native_copy_scale"),
+        "cast_add_scale_stochastic_share_of_fp32": _share(figures, "native_cast_add_scale_stochastic",
+                                                          "native_cast_add_scale"),
+        "multi_stochastic_share_of_fp32": _share(figures, "native_multi_add_scale_stochastic", "native_multi"),
     }
     return {name: value for name, value in ratios.items() if value is not None}

@@ -91,10 +91,12 @@ def settings_record(settings: Settings, torch: ImportedTorch | None, mixed_path:
     record["scale"] = SCALE
     record["bytes_convention"] = (
         "GB/s = useful bytes per element x elements / median seconds; useful bytes: add_scale 12, copy_scale 8, "
-        "cast_add_scale (bf16 g) 10, compensated 20, copy 8, triad 12; NumPy acc += s*g and the out= form are "
-        "charged 12 for comparability. The limit and every 'fraction' use bus bytes instead, what the memory bus "
-        "really moves on a CPU: a store to a line never read first costs a write-allocate read (copy 12 B/elem, "
-        "one-pass triad 16, copy_scale 12; add_scale 12, since it reads acc anyway), a two-pass triad 24. The "
+        "cast_add_scale (bf16 g) 10, compensated 20, copy 8, triad 12; into a bf16 acc: add_scale and "
+        "add_scale_stochastic 8, copy_scale_stochastic and cast_add_scale_stochastic 6; NumPy acc += s*g and the "
+        "out= form are charged 12 for comparability. The limit and every 'fraction' use bus bytes instead, what the "
+        "memory bus really moves on a CPU: a store to a line never read first costs a write-allocate read (copy 12 "
+        "B/elem, one-pass triad 16, copy_scale 12, copy_scale_stochastic 8; add_scale 12, since it reads acc "
+        "anyway), a two-pass triad 24. The "
         "limit is the best copy or triad of the same case in bus GB/s (on a GPU: the D2D copy, useful bytes)."
     )
     record["size_sweep_note"] = (

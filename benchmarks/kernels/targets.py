@@ -1,5 +1,5 @@
-"""The issue's targets for the kernels (issue 7, kernel half), each judged on one ratio
-of a case measured in the run: the figure, the threshold, met or not."""
+"""The issues' targets for the kernels (issue 7, kernel half; issue 29, stochastic rounding), each
+judged on one ratio of a case measured in the run: the figure, the threshold, met or not."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ CPU_VS_NUMPY = 1.3  # arena add_scale >= 1.3x NumPy `acc += s*g`
 CPU_VS_TORCH_FOREACH = 0.95  # arena add_scale >= 0.95x torch._foreach_add_
 CPU_FRACTION_OF_LIMIT = 0.80  # arena add_scale >= 80% of the measured copy/triad bandwidth
 CPU_CAST_VS_TORCH_MIXED = 1.5  # cast_add_scale (bf16 into fp32) >= 1.5x PyTorch's mixed-dtype path
+STOCHASTIC_SHARE_OF_FP32 = 0.80  # add_scale_stochastic into bf16 >= 80% of fp32 add_scale's GB/s (issue 29)
 GPU_TARGET_MIN_ELEMENTS = 1 << 26
 GPU_FRACTION_OF_COPY = 0.85  # arena add_scale >= 85% of the measured D2D copy bandwidth
 GPU_MULTI_VS_TORCH_FOREACH = 1.1  # model-shaped multi-tensor launch >= 1.1x torch._foreach_add_
@@ -25,6 +26,8 @@ _CPU_TARGETS = (
      CPU_FRACTION_OF_LIMIT),
     (f"cast_add_scale (bf16 into fp32) >= {CPU_CAST_VS_TORCH_MIXED}x PyTorch mixed-dtype path",
      "cast_add_scale_vs_torch_mixed", CPU_CAST_VS_TORCH_MIXED),
+    (f"add_scale_stochastic (into bf16) >= {STOCHASTIC_SHARE_OF_FP32:.0%} of fp32 add_scale's GB/s",
+     "add_scale_stochastic_share_of_fp32", STOCHASTIC_SHARE_OF_FP32),
 )
 
 

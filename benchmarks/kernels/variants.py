@@ -16,8 +16,8 @@ from benchmarks.kernels.arrays import DeviceArrays
 from benchmarks.kernels.settings import SCALE
 from minitorch_accum import kernels as K
 
-__all__ = ["Variant", "accumulate_variants", "array_library_variants", "limit_variants", "shown_name", "torch_variants",
-           "variant_path"]
+__all__ = ["Variant", "accumulate_variants", "array_library_variants", "bfloat16_variants", "limit_variants",
+           "shown_name", "torch_variants", "variant_path"]
 
 #: the prefix of the library's own kernel variants in the result files (kept, so results of every
 #: date compare); the path that really ran is each figure's ``path``, and tables and plots show it
@@ -77,6 +77,27 @@ def accumulate_variants(acc: Any, g: Any, g16: Any | None, comp: Any, copy_out: 
         variants.append(
             Variant("native_cast_add_scale", "cast_add_scale bf16 -> fp32", 10, lambda: K.cast_add_scale(acc, g16, s))
         )
+    return variants
+
+
+#: the stochastic kernels' stream key in the benchmark: a seed, window, micro-batch (their values cost nothing)
+STREAM = (2024, 3, 1)
+
+
+def bfloat16_variants(acc16: Any, g: Any, g16: Any | None) -> list[Variant]:
+    """Into a bfloat16 buffer (host only: CuPy has no bfloat16 arrays): to nearest, and stochastically
+    with the Philox stream, whose bits must not make the kernel compute-bound."""
+    s = SCALE
+    variants = [
+        Variant("native_add_scale_bf16", "add_scale into bf16, to nearest", 8, lambda: K.add_scale(acc16, g, s)),
+        Variant("native_add_scale_stochastic", "add_scale_stochastic into bf16 (Philox4x32-10)", 8,
+                lambda: K.add_scale_stochastic(acc16, g, s, *STREAM)),
+        Variant("native_copy_scale_stochastic", "copy_scale_stochastic into bf16", 6,
+                lambda: K.copy_scale_stochastic(acc16, g, s, *STREAM), extra_bus_bytes=2),
+    ]
+    if g16 is not None:
+        variants.append(Variant("native_cast_add_scale_stochastic", "cast_add_scale_stochastic bf16 -> bf16", 6,
+                                lambda: K.cast_add_scale_stochastic(acc16, g16, s, *STREAM)))
     return variants
 
 

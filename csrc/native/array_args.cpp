@@ -150,7 +150,7 @@ int* flag_pointer(CallArrays& arrays, py::handle flag) {
 }
 
 int accumulate_kind(const py::array& acc, const Role& acc_role, const py::array& g, const Role& g_role,
-                    const char* kernel) {
+                    const char* kernel, bool bfloat16_acc) {
     const Dtype a = dtype_of(acc);
     const Dtype b = dtype_of(g);
     if (a == Dtype::f32) {
@@ -160,11 +160,16 @@ int accumulate_kind(const py::array& acc, const Role& acc_role, const py::array&
     } else if (a == Dtype::f64) {
         if (b == Dtype::f64) return MTA_KIND_F64_F64;
         if (b == Dtype::f32) return MTA_KIND_F64_F32;
+    } else if (a == Dtype::bf16 && bfloat16_acc) {
+        if (b == Dtype::f32) return MTA_KIND_BF16_F32;
+        if (b == Dtype::f16) return MTA_KIND_BF16_F16;
+        if (b == Dtype::bf16) return MTA_KIND_BF16_BF16;
     }
     raise_type_error(std::string(kernel) + ": unsupported dtypes " + describe(acc_role, acc) + " with " +
                      describe(g_role, g) +
                      "; supported (acc, g) pairs: (float32, float32), (float32, float16), "
-                     "(float32, bfloat16), (float64, float64), (float64, float32)");
+                     "(float32, bfloat16), (float64, float64), (float64, float32)" +
+                     (bfloat16_acc ? ", (bfloat16, float32), (bfloat16, float16), (bfloat16, bfloat16)" : ""));
 }
 
 py::sequence require_list(py::handle h, const char* kernel, const std::string& role) {

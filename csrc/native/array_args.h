@@ -73,9 +73,10 @@ void require_same_size(const py::array& a, const Role& a_role, const py::array& 
 // The flag's int32 cell (the flag held by `arrays`), or nullptr for None.
 int* flag_pointer(CallArrays& arrays, py::handle flag);
 
-// The (accumulator, gradient) pair's MtaKind; TypeError naming the supported pairs.
+// The (accumulator, gradient) pair's MtaKind; TypeError naming the supported pairs. A
+// bfloat16 accumulator is one only where `bfloat16_acc` (not in the compensated kernels).
 int accumulate_kind(const py::array& acc, const Role& acc_role, const py::array& g, const Role& g_role,
-                    const char* kernel);
+                    const char* kernel, bool bfloat16_acc);
 
 // A Python list/tuple of arrays; TypeError otherwise.
 py::sequence require_list(py::handle h, const char* kernel, const std::string& role);

@@ -88,6 +88,9 @@ void bind_layout(py::module_& m) {
             kinds["f32_bf16"] = int(MTA_KIND_F32_BF16);
             kinds["f64_f64"] = int(MTA_KIND_F64_F64);
             kinds["f64_f32"] = int(MTA_KIND_F64_F32);
+            kinds["bf16_f32"] = int(MTA_KIND_BF16_F32);
+            kinds["bf16_f16"] = int(MTA_KIND_BF16_F16);
+            kinds["bf16_bf16"] = int(MTA_KIND_BF16_BF16);
             d["kinds"] = kinds;
             py::dict dtypes;
             dtypes["f32"] = int(MTA_DTYPE_F32);

@@ -3,8 +3,8 @@ normalization, loss scaling and the data-parallel reducer's hook. Observing it (
 kernel trace, the precision study) is ``minitorch_accum.observe``'s."""
 
 from minitorch_accum.accum.accumulator import FUSIONS, Accumulator
-from minitorch_accum.accum.arena import GradArena
-from minitorch_accum.accum.arena_store import ArenaStore
+from minitorch_accum.accum.arena import ARENA_DTYPES, GradArena
+from minitorch_accum.accum.arena_store import ROUNDINGS, ArenaStore
 from minitorch_accum.accum.container_store import ContainerStore, GradientsAccumulator
 from minitorch_accum.accum.gradient_store import ForeignParameterError, GradientStore
 from minitorch_accum.accum.loss_check import MeanLossError
@@ -13,8 +13,10 @@ from minitorch_accum.accum.normalization import REDUCTIONS, WINDOW_REDUCTIONS, w
 from minitorch_accum.accum.window import Window
 
 __all__ = [
+    "ARENA_DTYPES",
     "FUSIONS",
     "REDUCTIONS",
+    "ROUNDINGS",
     "WINDOW_REDUCTIONS",
     "Accumulator",
     "ArenaStore",

@@ -31,6 +31,7 @@ from minitorch_accum.accum.loss_scaler import DynamicLossScaler
 from minitorch_accum.accum.window import Window
 from minitorch_accum.accum.window_reducer import WindowReducer
 from minitorch_accum.autodiff import Gradients, InPlaceModificationError, Tensor
+from minitorch_accum.backend import resolve_dtype
 from minitorch_accum.nn import Module
 from minitorch_accum.observe.memory import MemoryReport, PeakMemory, array_bytes
 from minitorch_accum.observe.trace import AccumulationTrace
@@ -64,7 +65,13 @@ class Accumulator:
             itself, beta = 1, every other gradient as with ``"leaf"``), ``"leaf"`` (fused
             kernels write each leaf gradient into the arena) or ``"none"`` (Burn's path:
             containers summed).
-        accum_dtype: ``"float32"`` or ``"float64"``; 16-bit gradients accumulate in float32.
+        accum_dtype: ``"float32"``, ``"float64"`` or ``"bfloat16"``; 16-bit gradients accumulate in
+            float32 unless the arena is bfloat16 (half the bytes; each sum rounded back).
+        rounding: how a bfloat16 arena rounds each sum: ``"nearest"`` or ``"stochastic"`` (up with
+            probability equal to the discarded fraction, so the window's sum is exact in
+            expectation; the random bits keyed by ``rounding_seed``, the window, the micro-batch and
+            the element, so a run is reproducible and resumes bit for bit).
+        rounding_seed: the seed of the stochastic rounding's stream (an int in [0, 2^64)).
         compensated: Neumaier-compensated accumulation with a second arena.
         loss_scaler: a DynamicLossScaler for 16-bit training (optional).
         trace: record the window in ``self.trace``: ``True``, an AccumulationTrace (one with
@@ -85,7 +92,7 @@ class Accumulator:
                  accum_dtype: Any = "float32", compensated: bool = False,
                  loss_scaler: DynamicLossScaler | None = None,
                  trace: bool | AccumulationTrace | str | os.PathLike = False,
-                 reducer: WindowReducer | None = None) -> None:
+                 reducer: WindowReducer | None = None, rounding: str = "nearest", rounding_seed: int = 0) -> None:
         if not isinstance(model, Module):
             raise TypeError(f"Accumulator: model must be a Module, got {type(model).__name__}")
         self.model = model
@@ -97,6 +104,12 @@ class Accumulator:
             raise ValueError("compensated accumulation needs an arena: use fusion='leaf' or 'gemm'")
         if fusion == "none" and reducer is not None:
             raise ValueError("data-parallel accumulation reduces the gradient arena: use fusion='leaf' or 'gemm'")
+        bfloat16 = resolve_dtype(accum_dtype).name == "bfloat16"
+        if fusion == "none" and (bfloat16 or rounding != "nearest"):
+            raise ValueError("a bfloat16 arena (and its rounding) needs an arena: use fusion='leaf' or 'gemm'")
+        if bfloat16 and reducer is not None:
+            raise ValueError("data-parallel accumulation into a bfloat16 arena is not supported: the collective would "
+                             "sum the ranks' bfloat16 buffers rounded to nearest; accumulate in float32")
         self.fusion = fusion
         self.compensated = compensated
         self.loss_scaler = loss_scaler
@@ -108,7 +121,8 @@ class Accumulator:
         self.store: GradientStore = (
             ContainerStore(named) if fusion == "none"
             else ArenaStore(named, accum_dtype, compensated=compensated, fuse_gemm=fusion == "gemm",
-                            shards=1 if reducer is None else reducer.shards))
+                            shards=1 if reducer is None else reducer.shards, rounding=rounding,
+                            rounding_seed=rounding_seed, window_index=lambda: self.window.index))
         #: the window being accumulated: its index, micro-batches and items, its scale once closed
         self.window = Window()
         self._tracer: WindowTracer | None = None

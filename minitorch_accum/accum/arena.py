@@ -18,16 +18,22 @@ import numpy as np
 from minitorch_accum.backend import Backend, resolve_dtype
 from minitorch_accum.nn import Param
 
-__all__ = ["ALIGNMENT_BYTES", "GradArena", "accumulation_dtype"]
+__all__ = ["ALIGNMENT_BYTES", "ARENA_DTYPES", "GradArena", "accumulation_dtype"]
 
 ALIGNMENT_BYTES = 64
+#: the dtypes an arena may be asked for
+ARENA_DTYPES = ("float32", "float64", "bfloat16")
+_BFLOAT16 = resolve_dtype("bfloat16")
 
 
 def accumulation_dtype(param_dtype: np.dtype, requested: np.dtype) -> np.dtype:
-    """Where a parameter's gradient accumulates: float64 when either side is float64,
-    float32 otherwise (16-bit gradients are always summed in float32)."""
+    """Where a parameter's gradient accumulates: float64 when either side is float64, bfloat16
+    when asked for (each sum rounded back to bfloat16 by the kernels), float32 otherwise (16-bit
+    gradients are otherwise summed in float32)."""
     if param_dtype == np.float64 or requested == np.float64:
         return np.dtype(np.float64)
+    if requested == _BFLOAT16:
+        return _BFLOAT16
     return np.dtype(np.float32)
 
 
@@ -50,8 +56,8 @@ class GradArena:
         if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
             raise ValueError(f"GradArena: shards must be a positive int, got {shards!r}")
         requested = resolve_dtype(accum_dtype)
-        if requested not in (np.float32, np.float64):
-            raise TypeError(f"GradArena: accum_dtype must be float32 or float64, got {requested.name}")
+        if requested.name not in ARENA_DTYPES:
+            raise TypeError(f"GradArena: accum_dtype must be float32, float64 or bfloat16, got {requested.name}")
         self.accum_dtype = requested
         self.names: list[str] = []
         self.params: list[Param] = []
@@ -63,6 +69,9 @@ class GradArena:
                 backend = param.backend
             elif param.device != backend.device:
                 raise ValueError(f"GradArena: parameter {name} is on {param.device}, others on {backend.device}")
+            if requested == _BFLOAT16 and param.dtype == np.float64:
+                raise TypeError(f"GradArena: a bfloat16 arena cannot hold the gradient of the float64 parameter "
+                                f"{name}; accumulate a float64 model in float64")
             dtype = accumulation_dtype(param.dtype, requested)
             per_line = ALIGNMENT_BYTES // dtype.itemsize
             offset = -(-sizes.get(dtype, 0) // per_line) * per_line
@@ -72,6 +81,9 @@ class GradArena:
             self.params.append(param)
         if backend is None:
             raise ValueError("GradArena: the model has no parameters")
+        if requested == _BFLOAT16 and backend.xp is not np:
+            raise TypeError(f"GradArena: a bfloat16 arena needs NumPy arrays (CuPy has no bfloat16 dtype); the "
+                            f"model is on {backend.device}")
         self.backend = backend
         self.shards = shards
         for dtype, n in sizes.items():

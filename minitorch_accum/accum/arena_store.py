@@ -10,10 +10,22 @@ It is the autodiff engine's leaf sink for every micro-batch of the window:
   of a GEMM, which writes into the view itself with beta = 1 (beta = 0 for the first
   write), so that gradient never exists as a separate array.
 
+A bfloat16 arena (``accum_dtype="bfloat16"``) halves the gradient memory: each write sums in
+float32 and rounds the sum back, to nearest (``rounding="nearest"``: a long window stalls, every
+addend smaller than half a unit of the running sum is lost) or stochastically
+(``rounding="stochastic"``: up with probability equal to the discarded fraction, so the sum is
+exact in expectation). The random bits of a write come from a counter-based stream keyed by
+(``rounding_seed``, the window's index, the write's draw, the element's offset in the arena):
+the draw is how many times this parameter's view was written before in the window (the
+micro-batch's index, but for a weight used twice in one micro-batch), so a run gives the same
+bits on every path and thread count, and a run resumed mid-window the bits it would have drawn.
+A bfloat16 arena takes no GEMM-written gradient (BLAS writes float32 or float64 with beta = 1,
+rounding to nearest): a matmul's weight gradient is computed apart and written by the kernel.
+
 The store owns everything about the gradients themselves: the arena, the compensation
 arena, which views hold data this window, the bounds that prove GEMM-written views
-finite, and the non-finite flag the kernels raise. The window around it (counts,
-items, normalization, loss scale) is the Accumulator's.
+finite, the non-finite flag the kernels raise, and the draws of the rounding stream. The
+window around it (counts, items, normalization, loss scale) is the Accumulator's.
 """
 
 from __future__ import annotations
@@ -37,7 +49,7 @@ from minitorch_accum.autodiff import LeafSink, Tensor, run_backward
 from minitorch_accum.backend import is_low_precision
 from minitorch_accum.nn import Param
 
-__all__ = ["ArenaStore"]
+__all__ = ["ROUNDINGS", "ArenaStore"]
 
 #: the kernel that writes a gradient into its view, by (first write of the window, 16-bit gradient),
 #: under its name in kernels.catalog: the name ``add`` returns is the kernel it ran
@@ -52,6 +64,15 @@ _COMPENSATED_WRITES: dict[bool, tuple[str, Callable[..., None]]] = {
     True: ("copy_scale_compensated", kernels.copy_scale_compensated),
     False: ("add_scale_compensated", kernels.add_scale_compensated),
 }
+#: the same into a bfloat16 arena rounded stochastically, by (first write, 16-bit gradient)
+_STOCHASTIC_WRITES: dict[tuple[bool, bool], tuple[str, Callable[..., None]]] = {
+    (True, False): ("copy_scale_stochastic", kernels.copy_scale_stochastic),
+    (True, True): ("copy_scale_stochastic", kernels.copy_scale_stochastic),  # it casts a 16-bit g itself
+    (False, False): ("add_scale_stochastic", kernels.add_scale_stochastic),
+    (False, True): ("cast_add_scale_stochastic", kernels.cast_add_scale_stochastic),
+}
+#: how a bfloat16 arena rounds each sum: the choices of ``rounding``
+ROUNDINGS = ("nearest", "stochastic")
 
 
 class ArenaStore:
@@ -59,10 +80,15 @@ class ArenaStore:
 
     Args:
         named: ``(name, Param)`` pairs of the model, in model order.
-        accum_dtype: ``"float32"`` or ``"float64"`` (16-bit gradients sum in float32).
+        accum_dtype: ``"float32"``, ``"float64"`` or ``"bfloat16"`` (16-bit gradients sum in float32
+            unless the arena is bfloat16).
         compensated: keep Neumaier compensation terms in a second arena.
-        fuse_gemm: let matmul weight gradients be written by the GEMM itself.
+        fuse_gemm: let matmul weight gradients be written by the GEMM itself (not into bfloat16).
         shards: pad the arena so each flat buffer splits into this many aligned pieces (ranks).
+        rounding: how a bfloat16 arena rounds each sum, ``"nearest"`` or ``"stochastic"``.
+        rounding_seed: the stochastic stream's seed (an int in [0, 2^64)).
+        window_index: what says the current window's index (the Accumulator's); without it the
+            store counts its windows itself (``reset``).
 
     Nothing here observes: a tracer or a memory probe watches the writes through a wrapper of
     this sink (``micro_batch``'s ``sink``, observe/watched_writes.py) and hears of the window's
@@ -70,12 +96,29 @@ class ArenaStore:
     """
 
     def __init__(self, named: Sequence[tuple[str, Param]], accum_dtype: Any = "float32", *,
-                 compensated: bool = False, fuse_gemm: bool = True, shards: int = 1) -> None:
+                 compensated: bool = False, fuse_gemm: bool = True, shards: int = 1, rounding: str = "nearest",
+                 rounding_seed: int = 0, window_index: Callable[[], int] | None = None) -> None:
+        if rounding not in ROUNDINGS:
+            raise ValueError(f"ArenaStore: rounding must be one of {', '.join(ROUNDINGS)}, got {rounding!r}")
         self.arena = GradArena(named, accum_dtype, shards=shards)
+        self.bfloat16 = self.arena.accum_dtype.name == "bfloat16"
+        if rounding == "stochastic" and not self.bfloat16:
+            raise ValueError(f"ArenaStore: rounding='stochastic' rounds the sums of a bfloat16 arena; a "
+                             f"{self.arena.accum_dtype.name} arena rounds every add to nearest "
+                             "(accum_dtype='bfloat16')")
+        if compensated and self.bfloat16:
+            raise ValueError("ArenaStore: a bfloat16 arena has no Neumaier compensation (its sums round to bfloat16); "
+                             "compensate a float32 arena, or round a bfloat16 one stochastically")
+        if isinstance(rounding_seed, bool) or not isinstance(rounding_seed, int | np.integer) \
+                or not 0 <= rounding_seed < 2**64:
+            raise ValueError(f"ArenaStore: rounding_seed must be an int in [0, 2**64), got {rounding_seed!r}")
+        self.rounding = rounding
+        self.rounding_seed = int(rounding_seed)
         self.compensation: GradArena | None = self.arena.like() if compensated else None
         self.flag = kernels.new_flag(next(iter(self.arena.buffers.values())))
-        # the Neumaier pair needs each contribution as an array, so compensation turns GEMM fusion off
-        self.fuses_gemm = fuse_gemm and not compensated
+        # the Neumaier pair needs each contribution as an array, so compensation turns GEMM fusion off; so
+        # does a bfloat16 arena, which BLAS cannot write: the kernel rounds each weight gradient into it
+        self.fuses_gemm = fuse_gemm and not compensated and not self.bfloat16
         self._names = {id(p): n for n, p in named}
         self._params = [p for _, p in named]
         #: told of each pass over the window's gradients (observe/: the Accumulator's tracer)
@@ -84,10 +127,15 @@ class ArenaStore:
         self.leaf_done: Callable[[Param], None] | None = None
         self._scale = 1.0
         self._touched = False
+        self._window_index = window_index
+        self._windows = -1  # the store's own count of windows, when nobody tells it the index
         self.reset()
 
     def reset(self) -> None:
         """A new window: nothing written yet (the next write to each view copies), flag clear."""
+        self._windows += 1
+        #: the writes of each view this window: the next one's draw of the rounding stream
+        self._draws: dict[int, int] = {}
         self._written: set[int] = set()
         self._gemm_bound: dict[int, float] = {}  # param id -> bound on |entries| of its GEMM-written view
         self._folded = False
@@ -128,7 +176,13 @@ class ArenaStore:
         if not grad.flags.c_contiguous:
             grad = leaf.backend.xp.ascontiguousarray(grad)
         first = not self.holds(leaf)
-        if self.compensation is None:
+        if self.rounding == "stochastic":
+            name, write = _STOCHASTIC_WRITES[first, is_low_precision(grad.dtype)]
+            draw = self._draws.get(id(leaf), 0)
+            write(view, grad, self._scale, self.rounding_seed, self.window_index, draw, self.arena.span(leaf)[1],
+                  flag=self.flag)
+            self._draws[id(leaf)] = draw + 1
+        elif self.compensation is None:
             name, write = _WRITES[first, is_low_precision(grad.dtype)]
             write(view, grad, self._scale, flag=self.flag)
         else:
@@ -152,6 +206,11 @@ class ArenaStore:
         bound = abs(self._scale) * _frobenius(a) * _frobenius(b)
         self._gemm_bound[id(leaf)] = self._gemm_bound.get(id(leaf), 0.0) + bound
         return ("gemm-beta0" if first else "gemm-beta1") if fused else "gemm-fallback"
+
+    @property
+    def window_index(self) -> int:
+        """The index of the window being written (the stochastic stream's window)."""
+        return self._window_index() if self._window_index is not None else self._windows
 
     def holds(self, param: Param) -> bool:
         """Whether ``param``'s view holds this window's sums already (the next write adds)."""
@@ -239,12 +298,17 @@ class ArenaStore:
 
     # ------------------------------------------------------------------ checkpoints
     def state_meta(self) -> dict[str, Any]:
-        """Which views hold data, their GEMM bounds and the flag, by parameter name."""
-        return {
+        """Which views hold data, their GEMM bounds and the flag, by parameter name; with stochastic
+        rounding, the stream's state: its seed, the window and each view's draws so far."""
+        meta: dict[str, Any] = {
             "written": [self._names[id(p)] for p, _ in self.views()],
             "gemm_bound": {self._names[i]: bound for i, bound in self._gemm_bound.items()},
             "flag": int(self.flag[0]),
         }
+        if self.rounding == "stochastic":
+            meta["rounding"] = {"mode": self.rounding, "seed": self.rounding_seed, "window": self.window_index,
+                                "draws": {self._names[i]: n for i, n in self._draws.items()}}
+        return meta
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         """The flat buffers as host arrays, keyed ``arena/<dtype>`` and ``compensation/<dtype>``."""
@@ -256,7 +320,13 @@ class ArenaStore:
     def load(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         """Restore ``state_meta()``/``state_arrays()`` output (the same model layout)."""
         by_name = {n: p for p, n in ((p, self._names[id(p)]) for p in self._params)}
-        unknown = [n for n in [*meta["written"], *meta["gemm_bound"]] if n not in by_name]
+        stream = meta.get("rounding")  # checked before anything is loaded
+        if (stream is not None) != (self.rounding == "stochastic"):
+            saved = "stochastic" if stream is not None else "nearest"
+            raise ValueError(f"accumulator state was saved with rounding={saved!r}, this store rounds "
+                             f"{self.rounding!r}")
+        drawn = [] if stream is None else list(stream["draws"])
+        unknown = [n for n in [*meta["written"], *meta["gemm_bound"], *drawn] if n not in by_name]
         if unknown:
             raise ValueError(f"accumulator state names unknown parameters: {', '.join(sorted(set(unknown)))}")
         groups: dict[str, dict[str, np.ndarray]] = {"arena": {}, "compensation": {}}
@@ -270,6 +340,10 @@ class ArenaStore:
         self._written = {id(by_name[n]) for n in meta["written"]}
         self._gemm_bound = {id(by_name[n]): float(b) for n, b in meta["gemm_bound"].items()}
         self.flag[0] = int(meta["flag"])
+        if stream is not None:  # the generator's state: what the next write draws
+            self.rounding_seed = int(stream["seed"])
+            self._windows = int(stream["window"])
+            self._draws = {id(by_name[n]): int(d) for n, d in stream["draws"].items()}
 
 
 def _frobenius(matrix: Any) -> float:

@@ -1,9 +1,9 @@
 """``maccum precision``: how the error of the window gradient grows with k, for each dtype.
 
 The model's micro-batch gradients (float64, at fixed parameters, as within one window) are
-accumulated the five ways of ``accum/precision.py`` and compared with their exact sum; the
+accumulated the six ways of ``observe/precision.py`` and compared with their exact sum; the
 command prints the table of relative errors and writes it as JSON and as a log-log figure with
-the sqrt(k) * eps and k * eps guide lines.
+the sqrt(k) * eps and k * eps guide lines and the stochastically rounded row's expected error.
 """
 
 from __future__ import annotations
@@ -18,7 +18,13 @@ from minitorch_accum.backend import manual_seed
 from minitorch_accum.cli.tasks import load_task
 from minitorch_accum.data import DataLoader
 from minitorch_accum.durable_files import check_output_path
-from minitorch_accum.observe.precision import PrecisionStudy, accumulation_errors, default_ks, micro_batch_gradients
+from minitorch_accum.observe.precision import (
+    STOCHASTIC,
+    PrecisionStudy,
+    accumulation_errors,
+    default_ks,
+    micro_batch_gradients,
+)
 from minitorch_accum.train.setting_kinds import non_negative_int, positive_int
 
 __all__ = ["MODELS", "add_precision_parser", "parse_ks", "precision_command", "run_precision_study"]
@@ -53,14 +59,16 @@ def parse_ks(text: str) -> list[int]:
 
 def add_precision_parser(sub: Any, formatter: Any) -> None:
     """The ``precision`` command's options."""
-    help_text = "how accumulation error grows with k: bf16, bf16 into float32, float32, compensated, float64"
+    help_text = ("how accumulation error grows with k: bf16 (to nearest, stochastic rounding), bf16 into float32, "
+                 "float32, compensated, float64")
     parser = sub.add_parser("precision", help=help_text, description=help_text, formatter_class=formatter)
     parser.add_argument("--k", type=parse_ks, default=default_ks(), metavar="K,K,...",
                         help="window sizes to measure, e.g. 1,2,4,...,1024 (default: powers of 2 up to 1024)")
     parser.add_argument("--model", choices=tuple(MODELS), default="mlp",
                         help="mlp: the digits MLP; chars: the character transformer (slower)")
     parser.add_argument("--micro-batch", type=positive_int, default=8, help="items (rows) per micro-batch")
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the model and of the data order")
+    parser.add_argument("--seed", type=non_negative_int, default=0,
+                        help="seed of the model, of the data order and of the stochastic rounding")
     parser.add_argument("--out", default="runs/precision", help="directory for precision.json and precision.png: "
                         "created with its parents if missing; its nearest existing part must take new files "
                         "(checked before the study runs)")
@@ -72,7 +80,7 @@ def run_precision_study(model: str, ks: list[int], micro_batch: int, seed: int =
     task = load_task(MODELS[model], dtype="float64")
     loader = DataLoader(task.train, micro_batch, shuffle=True, seed=seed)
     batches = (loader.batch(epoch, index) for epoch in itertools.count() for index in range(len(loader)))
-    study = accumulation_errors(micro_batch_gradients(task.model, batches), ks)
+    study = accumulation_errors(micro_batch_gradients(task.model, batches), ks, seed=seed % 2**64)
     study.about = {"model": model, "task": task.description, "micro_batch": micro_batch, "seed": seed,
                    "parameters": sum(p.size for p in task.model.parameters())}
     return study
@@ -96,5 +104,11 @@ def precision_command(args: argparse.Namespace) -> int:
     if compensated > 0:
         print(f"\nat k={last}: compensated float32 is {plain / compensated:.0f}x closer than plain float32; "
               "a bfloat16 buffer loses what float32 keeps, and casting bf16 gradients into float32 keeps it")
+    nearest, stochastic = study.row("bf16 -> bf16"), study.row(STOCHASTIC)
+    if stochastic.errors[last] > 0:
+        ratio = nearest.errors[last] / stochastic.errors[last]
+        print(f"at k={last}: a bfloat16 buffer rounded stochastically is {ratio:.2f}x closer than one rounded to "
+              f"nearest ({stochastic.errors[last]:.2e} against {nearest.errors[last]:.2e}; expected "
+              f"{stochastic.expected[last]:.2e}: its errors add like a random walk, about sqrt(k) units)")
     print(f"wrote {out / 'precision.json'} and {figure}")
     return 0

@@ -1,6 +1,7 @@
 """The figure of ``maccum precision``: relative error against k on log-log axes, one line per
 way of accumulating, with the sqrt(k) * eps and k * eps guide lines of each buffer dtype, each
-dtype's eps named in the right margin at the end of its guide (off the lines)."""
+dtype's eps named in the right margin at the end of its guide (off the lines), and the
+stochastically rounded row's expected error (its guide: it grows like sqrt(k) units)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.observe.precision import INPUT_ROUNDING, PrecisionStudy
+from minitorch_accum.observe.precision import INPUT_ROUNDING, STOCHASTIC, PrecisionStudy
 
 __all__ = ["precision_figure", "save_precision_figure"]
 
@@ -24,7 +25,7 @@ def precision_figure(study: PrecisionStudy) -> Any:
     fig = Figure(figsize=(8.4, 5.6))
     ax = fig.subplots()
     ks = np.array(study.ks, dtype=float)
-    markers = iter("os^vDx")
+    markers = iter("oPs^vDx")
     for row in study.rows:
         errors = np.array([row.errors[k] for k in study.ks])
         shown = errors > 0
@@ -33,9 +34,15 @@ def precision_figure(study: PrecisionStudy) -> Any:
                     label=f"{row.name} (before any sum)")
             continue
         color = "tab:purple" if "compensated" in row.name else _STYLE[row.buffer_dtype]
+        color = "tab:orange" if row.name == STOCHASTIC else color
         linestyle = "--" if row.gradient_dtype != row.buffer_dtype else "-"
         ax.plot(ks[shown], errors[shown], marker=next(markers), color=color, linestyle=linestyle, linewidth=1.6,
                 markersize=4, label=row.name)
+        if row.expected:
+            expected = np.array([row.expected[k] for k in study.ks])
+            # a wide pale band under the row: where the row runs inside it, it errs as expected
+            ax.plot(ks[expected > 0], expected[expected > 0], color=color, linestyle="-", linewidth=7, alpha=0.25,
+                    label="its expected error, √Σ(x−lo)(hi−x): ~√k units")
     worst, random = (0, (6, 3)), ":"
     for dtype in ("bfloat16", "float32", "float64"):
         eps = next(r.eps for r in study.rows if r.buffer_dtype == dtype)

@@ -51,6 +51,10 @@ def run_training(values: Mapping[str, Any]) -> History:
 def build_run(values: Mapping[str, Any]) -> tuple[Learner, DataLoader, DataLoader]:
     """The Learner and the train and validation loaders of ``run_training`` (before fit); ``values``
     are checked (``read_options``), so the Learner's configuration is made of them as they are."""
+    arena = values["accum_dtype"] or ("float64" if values["dtype"] == "float64" else "float32")
+    if values["rounding"] == "stochastic" and arena != "bfloat16":
+        raise ValueError(f"--rounding stochastic rounds a bfloat16 gradient arena; this run's is {arena}: add "
+                         "--grad-dtype bfloat16")
     manual_seed(values["seed"])
     task = load_task(values["dataset"], dtype=values["dtype"], block_size=values["block_size"])
     micro_batch = values["micro_batch"]
@@ -58,7 +62,7 @@ def build_run(values: Mapping[str, Any]) -> tuple[Learner, DataLoader, DataLoade
         print(f"warning: --micro-batch {micro_batch} is larger than the {len(task.train)} training items of "
               f"{values['dataset']}: every micro-batch holds the whole set", file=sys.stderr)
     config = learner_config(values["out"], {
-        **values, "accum_dtype": "float64" if values["dtype"] == "float64" else "float32",
+        **values, "accum_dtype": arena,
         "devices": tuple(_rank_device(device) for device in values["devices"])})
     learner = Learner(task.model, make_optimizer(values["optimizer"], values["lr"]), config)
     learner.resume_hint = resume_hint(values["out"], learner.world_size)

@@ -1,5 +1,6 @@
-"""The accumulation kernels' Python face: acc (+)= s * g, plain or compensated,
-on one array or a list, with an optional non-finite flag.
+"""The accumulation kernels' Python face: acc (+)= s * g, plain, compensated or (into a
+bfloat16 accumulator) stochastically rounded, on one array or a list, with an optional
+non-finite flag.
 
 Each function dispatches on the array type: NumPy arrays take the CPU path of
 ``kernel_path()`` (native by default), CuPy arrays the CUDA kernels. All are in
@@ -18,21 +19,32 @@ from minitorch_accum.kernels import modes
 from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.catalog import kernel_info
 from minitorch_accum.kernels.dispatch import call_device, host_module, is_cupy_array
-from minitorch_accum.kernels.launch.plan import plan_accumulate, plan_multi_accumulate
+from minitorch_accum.kernels.launch.plan import (
+    plan_accumulate,
+    plan_multi_accumulate,
+    plan_multi_stochastic,
+    plan_stochastic,
+)
 from minitorch_accum.kernels.launch.runners import runner_for
-from minitorch_accum.kernels.validation import check_accumulate, real_number
+from minitorch_accum.kernels.validation import check_accumulate, check_stochastic, real_number, stream_integer
 
 __all__ = [
     "add_scale",
     "add_scale_compensated",
+    "add_scale_stochastic",
     "cast_add_scale",
+    "cast_add_scale_stochastic",
     "copy_scale",
     "copy_scale_compensated",
+    "copy_scale_stochastic",
     "multi_add_scale",
     "multi_add_scale_compensated",
+    "multi_add_scale_stochastic",
     "multi_cast_add_scale",
+    "multi_cast_add_scale_stochastic",
     "multi_copy_scale",
     "multi_copy_scale_compensated",
+    "multi_copy_scale_stochastic",
     "new_flag",
 ]
 
@@ -82,9 +94,43 @@ def _call(
         runner.run(plan_accumulate(mode, *items[0], scale, flag, runner.sm_count))
 
 
+def _call_stochastic(
+    kernel: str,
+    accs: Array | Sequence[Array],
+    gs: Array | Sequence[Array],
+    scale: float,
+    key: tuple[int, int, int],
+    offsets: int | Sequence[int] | None,
+    flag: Array | None,
+) -> None:
+    """One call of a stochastic kernel: ``key`` is (seed, window, micro_batch), ``offsets`` the first
+    stream index of acc (a multi_* call: of each acc, or None to number the list as one array)."""
+    scale = real_number(kernel, "scale", scale)
+    seed, window, micro_batch = (stream_integer(kernel, name, value, bits)
+                                 for name, value, bits in zip(("seed", "window", "micro_batch"), key, (64, 32, 32),
+                                                              strict=True))
+    info = kernel_info(kernel)
+    mode = info.mode
+    assert mode is not None, kernel
+    device = call_device(kernel, ("acc", "g"), (accs, gs), listed=info.listed, flag=flag)
+    if device == "host" and (module := host_module()) is not None:
+        getattr(module, kernel)(accs, gs, scale, seed, window, micro_batch, offsets, flag)
+        return
+    items, firsts = check_stochastic(kernel, accs, gs, offsets, flag, listed=info.listed, cast_only=info.cast_only)
+    runner = runner_for(device)
+    if info.listed:
+        runner.run(plan_multi_stochastic(mode, items, firsts, scale, (seed, window, micro_batch), flag,
+                                         runner.address_of))
+    else:
+        acc, _, g = items[0]
+        runner.run(plan_stochastic(mode, acc, g, scale, (seed, window, micro_batch, firsts[0]), flag,
+                                   runner.sm_count))
+
+
 def add_scale(acc: Array, g: Array, scale: float, flag: Array | None = None) -> None:
     """acc += s * g (12 B/elem fp32). Pairs (acc, g): (f32, f32), (f32, f16), (f32, bf16),
-    (f64, f64), (f64, f32); a f16/bf16 g runs the cast kernel."""
+    (f64, f64), (f64, f32); a f16/bf16 g runs the cast kernel. A bfloat16 acc takes a f32, f16 or
+    bf16 g: the sum is a float32 one, rounded back to nearest (ties to even)."""
     _call("add_scale", acc, None, g, scale, flag)
 
 
@@ -94,7 +140,7 @@ def copy_scale(acc: Array, g: Array, scale: float, flag: Array | None = None) ->
 
 
 def cast_add_scale(acc: Array, g: Array, scale: float, flag: Array | None = None) -> None:
-    """acc(f32) += s * float(g) for a float16 or bfloat16 g, in one pass (10 B/elem)."""
+    """acc(f32 or bf16) += s * float(g) for a float16 or bfloat16 g, in one pass (10 B/elem)."""
     _call("cast_add_scale", acc, None, g, scale, flag)
 
 
@@ -135,3 +181,54 @@ def multi_copy_scale_compensated(
 ) -> None:
     """copy_scale_compensated over lists."""
     _call("multi_copy_scale_compensated", accs, comps, gs, scale, flag)
+
+
+# --------------------------------------------------------- stochastic rounding into bfloat16
+
+
+def add_scale_stochastic(acc: Array, g: Array, scale: float, seed: int, window: int, micro_batch: int,
+                         offset: int = 0, flag: Array | None = None) -> None:
+    """acc(bf16) = SR(float(acc) + s * g) (8 B/elem: a bf16 acc read and written, a fp32 g read).
+
+    The sum is a float32 one; it is then rounded to one of its two bfloat16 neighbours, up with
+    probability equal to the fraction of a unit it discards, so the expected result is the sum
+    itself. Element i draws its 16 random bits from stream index ``offset + i`` of Philox4x32-10
+    keyed by ``seed`` (< 2^64) at (``window``, ``micro_batch``) (each < 2^32): the same bits on
+    every path, thread count and launch shape. g may be f32, f16 or bf16."""
+    _call_stochastic("add_scale_stochastic", acc, g, scale, (seed, window, micro_batch), offset, flag)
+
+
+def copy_scale_stochastic(acc: Array, g: Array, scale: float, seed: int, window: int, micro_batch: int,
+                          offset: int = 0, flag: Array | None = None) -> None:
+    """acc(bf16) = SR(s * g): the first micro-batch of a window (6 B/elem from a fp32 g)."""
+    _call_stochastic("copy_scale_stochastic", acc, g, scale, (seed, window, micro_batch), offset, flag)
+
+
+def cast_add_scale_stochastic(acc: Array, g: Array, scale: float, seed: int, window: int, micro_batch: int,
+                              offset: int = 0, flag: Array | None = None) -> None:
+    """acc(bf16) = SR(float(acc) + s * float(g)) for a float16 or bfloat16 g, in one pass (6 B/elem)."""
+    _call_stochastic("cast_add_scale_stochastic", acc, g, scale, (seed, window, micro_batch), offset, flag)
+
+
+def multi_add_scale_stochastic(accs: Sequence[Array], gs: Sequence[Array], scale: float, seed: int, window: int,
+                               micro_batch: int, offsets: Sequence[int] | None = None,
+                               flag: Array | None = None) -> None:
+    """add_scale_stochastic over lists, in one launch per chunk table (8 B/elem): ``offsets[i]`` is
+    accs[i]'s first stream index (None: the list numbered as one array, each tensor starting where
+    the one before ended), so a list of arena views rounds as the arena would."""
+    _call_stochastic("multi_add_scale_stochastic", accs, gs, scale, (seed, window, micro_batch), offsets, flag)
+
+
+def multi_copy_scale_stochastic(accs: Sequence[Array], gs: Sequence[Array], scale: float, seed: int, window: int,
+                                micro_batch: int, offsets: Sequence[int] | None = None,
+                                flag: Array | None = None) -> None:
+    """copy_scale_stochastic over lists."""
+    _call_stochastic("multi_copy_scale_stochastic", accs, gs, scale, (seed, window, micro_batch), offsets, flag)
+
+
+def multi_cast_add_scale_stochastic(accs: Sequence[Array], gs: Sequence[Array], scale: float, seed: int,
+                                    window: int, micro_batch: int, offsets: Sequence[int] | None = None,
+                                    flag: Array | None = None) -> None:
+    """cast_add_scale_stochastic over lists (every g float16 or bfloat16)."""
+    _call_stochastic("multi_cast_add_scale_stochastic", accs, gs, scale, (seed, window, micro_batch), offsets,
+                     flag)

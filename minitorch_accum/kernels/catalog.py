@@ -82,11 +82,18 @@ class KernelInfo:
     cuda: tuple[str, ...] = ()  # the stems of the extern "C" kernels it owns (another row's may serve it)
     mode: int | None = None  # the accumulation mode (modes.py) of the accumulate family
     cast_only: bool = False  # an accumulate kernel that takes only a float16 or bfloat16 g
+    acc_itemsize: int = 4  # the accumulator's bytes in the stated figure: 2 for a kernel that writes only bfloat16
 
     @property
     def bytes_fp32(self) -> int:
-        """Bytes per element with fp32 accumulators."""
-        return 4 * self.acc_accesses + self.fp32_grad_itemsize * self.grad_reads
+        """Bytes per element of the stated figure: fp32 accumulators (a bfloat16 one for a kernel that
+        writes only bfloat16, ``acc_itemsize`` 2) and a fp32 gradient (2 bytes for the cast kernels)."""
+        return self.acc_itemsize * self.acc_accesses + self.fp32_grad_itemsize * self.grad_reads
+
+    @property
+    def figure_dtypes(self) -> str:
+        """What the stated figure assumes: ``fp32``, or ``bf16 acc`` for a bfloat16-only kernel."""
+        return "fp32" if self.acc_itemsize == 4 else "bf16 acc"
 
     @property
     def listed(self) -> bool:
@@ -100,6 +107,14 @@ _LIST = "(accs: Sequence[Array], gs: Sequence[Array], scale: float, flag: Flag =
 _LIST_COMPENSATED = (
     "(accs: Sequence[Array], comps: Sequence[Array], gs: Sequence[Array], scale: float, flag: Flag = None) -> None"
 )
+_ONE_STOCHASTIC = (
+    "(acc: Array, g: Array, scale: float, seed: int, window: int, micro_batch: int, offset: int = 0,"
+    " flag: Flag = None) -> None"
+)
+_LIST_STOCHASTIC = (
+    "(accs: Sequence[Array], gs: Sequence[Array], scale: float, seed: int, window: int, micro_batch: int,"
+    " offsets: Sequence[int] | None = None, flag: Flag = None) -> None"
+)
 
 
 def _accumulate(
@@ -109,12 +124,15 @@ def _accumulate(
     """A row of the accumulate family: unless given, its signature follows from its mode and whether it
     takes lists (a kernel with arguments of its own gives it, and unpacks them in reference.py)."""
     compensated, listed = modes.is_compensated(mode), name.startswith("multi_")
+    stochastic = modes.is_stochastic(mode)
+    if signature is None and stochastic:
+        signature = _LIST_STOCHASTIC if listed else _ONE_STOCHASTIC
     if signature is None:
         signature = {(False, False): _ONE, (True, False): _ONE_COMPENSATED, (False, True): _LIST,
                      (True, True): _LIST_COMPENSATED}[compensated, listed]
     return KernelInfo(name, computes, acc_accesses, 1, note, 2 if cast_only else 4, family=ACCUMULATE,
                       signature=signature, source="accumulate.cu", cuda=(name,) if owns_cuda else (), mode=mode,
-                      cast_only=cast_only)
+                      cast_only=cast_only, acc_itemsize=2 if stochastic else 4)
 
 
 def _fused(name: str, source: str, computes: str, acc_accesses: int, note: str = "",
@@ -137,10 +155,12 @@ _STEPS = "optimizer_steps.cu"
 _L2 = "l2_norm.cu"
 
 CATALOG: tuple[KernelInfo, ...] = (
-    _accumulate("add_scale", modes.ADD, "acc += s * g", 2, "fp64: 24; fp32 g into fp64: 20"),
-    _accumulate("copy_scale", modes.COPY, "acc = s * g (first micro-batch of a window: no zeroing pass)", 1),
-    _accumulate("cast_add_scale", modes.ADD, "acc(fp32) += s * float(g) for fp16/bf16 g, in one pass", 2,
-                "g is 2 bytes", cast_only=True),
+    _accumulate("add_scale", modes.ADD, "acc += s * g", 2,
+                "fp64: 24; fp32 g into fp64: 20; into bf16, rounded to nearest: 8"),
+    _accumulate("copy_scale", modes.COPY, "acc = s * g (first micro-batch of a window: no zeroing pass)", 1,
+                "into bf16: 6"),
+    _accumulate("cast_add_scale", modes.ADD, "acc(fp32 or bf16) += s * float(g) for fp16/bf16 g, in one pass", 2,
+                "g is 2 bytes; into bf16: 6", cast_only=True),
     _accumulate("add_scale_compensated", modes.ADD_COMPENSATED,
                 "Neumaier: (acc, comp) += s * g; acc + comp is the sum", 4),
     _accumulate("copy_scale_compensated", modes.COPY_COMPENSATED, "acc = s * g, comp = 0", 2),
@@ -152,6 +172,21 @@ CATALOG: tuple[KernelInfo, ...] = (
                 cast_only=True, owns_cuda=False),
     _accumulate("multi_add_scale_compensated", modes.ADD_COMPENSATED, "add_scale_compensated over a list", 4),
     _accumulate("multi_copy_scale_compensated", modes.COPY_COMPENSATED, "copy_scale_compensated over a list", 2),
+    # stochastic rounding into a bfloat16 arena: summed in float32, rounded up with probability equal to
+    # the discarded fraction, the random bits from a Philox4x32-10 stream keyed by (seed, window,
+    # micro-batch, element); their figures are for a bf16 acc
+    _accumulate("add_scale_stochastic", modes.ADD_STOCHASTIC, "acc(bf16) = SR(float(acc) + s * g)", 2,
+                "fp32 g; 6 from fp16/bf16"),
+    _accumulate("copy_scale_stochastic", modes.COPY_STOCHASTIC, "acc(bf16) = SR(s * g) (first micro-batch)", 1,
+                "fp32 g; 4 from fp16/bf16"),
+    _accumulate("cast_add_scale_stochastic", modes.ADD_STOCHASTIC,
+                "acc(bf16) = SR(float(acc) + s * float(g)) for fp16/bf16 g, in one pass", 2, cast_only=True),
+    _accumulate("multi_add_scale_stochastic", modes.ADD_STOCHASTIC,
+                "add_scale_stochastic over a list, each tensor at its offset in the stream", 2, "6 from fp16/bf16"),
+    _accumulate("multi_copy_scale_stochastic", modes.COPY_STOCHASTIC, "copy_scale_stochastic over a list", 1),
+    # runs mta_multi_add_scale_stochastic, which widens each g by its kind
+    _accumulate("multi_cast_add_scale_stochastic", modes.ADD_STOCHASTIC, "cast_add_scale_stochastic over a list",
+                2, cast_only=True, owns_cuda=False),
     # both norms run multi_l2_norm's two passes (a single array is a list of one)
     KernelInfo("l2_norm", "sqrt(sum x^2), fp64 sums: block partials, then a final reduce", 1, 0,
                "2 from fp16/bf16, 8 fp64", family=L2_NORM, signature="(x: Array) -> float", source=_L2),

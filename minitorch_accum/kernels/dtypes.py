@@ -12,6 +12,7 @@ import numpy as np
 __all__ = [
     "ACCUMULATE_KINDS",
     "BFLOAT16",
+    "BFLOAT16_KINDS",
     "FLOAT16",
     "FLOAT32",
     "FLOAT64",
@@ -20,6 +21,7 @@ __all__ = [
     "OPTIMIZER_DTYPES",
     "SHORT_NAMES",
     "SUPPORTED_PAIRS_TEXT",
+    "SUPPORTED_WITH_BFLOAT16_TEXT",
 ]
 
 FLOAT16 = np.dtype(np.float16)
@@ -36,7 +38,16 @@ ACCUMULATE_KINDS: dict[tuple[np.dtype, np.dtype], int] = {
     (FLOAT64, FLOAT32): 4,
 }
 
-# gradient dtypes that the cast kernel widens into a float32 accumulator
+# (bfloat16 accumulator, gradient dtype) -> MtaKind: summed in float32, each sum rounded back
+# (to nearest by add_scale, copy_scale and cast_add_scale, stochastically by the *_stochastic
+# kernels); the compensated kernels take none of them
+BFLOAT16_KINDS: dict[tuple[np.dtype, np.dtype], int] = {
+    (BFLOAT16, FLOAT32): 5,
+    (BFLOAT16, FLOAT16): 6,
+    (BFLOAT16, BFLOAT16): 7,
+}
+
+# gradient dtypes that the cast kernel widens into a float32 (or bfloat16) accumulator
 LOW_PRECISION: tuple[np.dtype, ...] = (FLOAT16, BFLOAT16)
 
 # array dtype -> MtaDtype, for the L2 norm
@@ -49,4 +60,7 @@ SHORT_NAMES: dict[np.dtype, str] = {FLOAT32: "f32", FLOAT16: "f16", BFLOAT16: "b
 
 SUPPORTED_PAIRS_TEXT = (
     "(float32, float32), (float32, float16), (float32, bfloat16), (float64, float64), (float64, float32)"
+)
+SUPPORTED_WITH_BFLOAT16_TEXT = (
+    SUPPORTED_PAIRS_TEXT + ", (bfloat16, float32), (bfloat16, float16), (bfloat16, bfloat16)"
 )

@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.kernels import fused_reference, l2_scaling, modes
+from minitorch_accum.kernels import fused_reference, l2_scaling, modes, rounding
 from minitorch_accum.kernels.arrays import HostArray
 from minitorch_accum.kernels.catalog import ACCUMULATE, ADAM, CATALOG, FUSED, KERNELS, L2_NORM, SGD, KernelInfo
+from minitorch_accum.kernels.dtypes import BFLOAT16
 from minitorch_accum.kernels.optimizer_scalars import AdamScalars, SgdScalars
 from minitorch_accum.kernels.validation import (
     ADAM_ARRAYS,
@@ -32,7 +33,9 @@ from minitorch_accum.kernels.validation import (
     check_accumulate,
     check_norm,
     check_step,
+    check_stochastic,
     real_number,
+    stream_integer,
 )
 
 __all__ = ["REFERENCE", *KERNELS]  # each kernel is set at the end, from the table
@@ -40,7 +43,28 @@ __all__ = ["REFERENCE", *KERNELS]  # each kernel is set at the end, from the tab
 Array = HostArray
 
 
+def _accumulate_bfloat16(mode: int, acc: Array, g: Array, scale: float, flag: Array | None,
+                         stream: tuple[int, int, int, int] | None) -> None:
+    """A bfloat16 accumulator: summed in float32 (scale rounded once to float32), each sum rounded
+    back to nearest, or (``stream``: seed, window, micro_batch, first stream index) stochastically."""
+    bits = acc.reshape(-1).view(np.uint16)
+    with np.errstate(all="ignore"):
+        widened = g.reshape(-1).astype(np.float32)  # exact: f16/bf16 -> f32
+        if flag is not None and not np.isfinite(widened).all():
+            flag[0] = 1
+        total = np.float32(scale) * widened
+        if modes.reads_acc(mode):
+            total = (bits.astype(np.uint32) << np.uint32(16)).view(np.float32) + total
+    if stream is None:
+        bits[...] = rounding.round_nearest(total)
+    else:
+        bits[...] = rounding.round_stochastic(total, rounding.rounding_bits(*stream, bits.size))
+
+
 def _accumulate(mode: int, acc: Array, comp: Array | None, g: Array, scale: float, flag: Array | None) -> None:
+    if acc.dtype == BFLOAT16:
+        _accumulate_bfloat16(mode, acc, g, scale, flag, None)
+        return
     a = acc.reshape(-1)
     s = acc.dtype.type(scale)
     # inf - inf and overflow are expected here (they are what the flag reports);
@@ -116,9 +140,20 @@ def _adam(param: Array, grad: Array, exp_avg: Array, exp_avg_sq: Array, h: AdamS
 
 
 def _run_accumulate(info: KernelInfo, *args: Any) -> None:
-    """acc (+)= s * g by the row's mode over (acc[, comp], g, scale, flag), one array or lists."""
+    """acc (+)= s * g by the row's mode over (acc[, comp], g, scale, flag), one array or lists; a
+    stochastic row's over (acc, g, scale, seed, window, micro_batch, offset(s), flag)."""
     mode = info.mode
     assert mode is not None, info.name  # every accumulate row has one
+    if modes.is_stochastic(mode):
+        accs, gs, scale, seed, window, micro_batch, offsets, flag = args
+        scale = real_number(info.name, "scale", scale)
+        key = (stream_integer(info.name, "seed", seed, 64), stream_integer(info.name, "window", window, 32),
+               stream_integer(info.name, "micro_batch", micro_batch, 32))
+        items, firsts = check_stochastic(info.name, accs, gs, offsets, flag, listed=info.listed,
+                                         cast_only=info.cast_only)
+        for (acc, _, g), first in zip(items, firsts, strict=True):
+            _accumulate_bfloat16(mode, acc, g, scale, flag, (*key, first))
+        return
     compensated = modes.is_compensated(mode)
     if compensated:
         accs, comps, gs, scale, flag = args

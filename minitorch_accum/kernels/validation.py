@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,10 +23,12 @@ import numpy as np
 from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.dtypes import (
     ACCUMULATE_KINDS,
+    BFLOAT16_KINDS,
     LOW_PRECISION,
     NORM_DTYPES,
     OPTIMIZER_DTYPES,
     SUPPORTED_PAIRS_TEXT,
+    SUPPORTED_WITH_BFLOAT16_TEXT,
 )
 
 __all__ = [
@@ -36,10 +39,12 @@ __all__ = [
     "check_lengths",
     "check_norm",
     "check_step",
+    "check_stochastic",
     "describe",
     "finite_number",
     "real_number",
     "roles",
+    "stream_integer",
 ]
 
 
@@ -68,6 +73,17 @@ def finite_number(kernel: str, name: str, value: object) -> float:
     number = real_number(kernel, name, value)
     if not math.isfinite(number):
         raise ValueError(f"{kernel}: {name} must be finite, got {number!r}")
+    return number
+
+
+def stream_integer(kernel: str, name: str, value: object, bits: int) -> int:
+    """An integer argument of the stochastic kernels (seed, window, micro_batch, an offset): TypeError
+    unless an int (a bool is not; a NumPy integer is), ValueError outside [0, 2^bits)."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{kernel}: {name} must be an int, got {type(value).__qualname__}")
+    number = operator.index(value)  # type: ignore[arg-type]
+    if not 0 <= number < 1 << bits:
+        raise ValueError(f"{kernel}: {name} must be in [0, 2**{bits}), got {number}")
     return number
 
 
@@ -215,26 +231,77 @@ def check_accumulate(
         items = _items(kernel, ("acc", "comp", "g"), (accs, comps, gs), listed)
     else:
         items = [(acc, None, g) for acc, g in _items(kernel, ("acc", "g"), (accs, gs), listed)]
+    _check_items(kernel, items, flag, listed=listed, compensated=compensated, cast_only=cast_only)
+    return items
+
+
+def check_stochastic(
+    kernel: str,
+    accs: Array | Sequence[Array],
+    gs: Array | Sequence[Array],
+    offsets: object,
+    flag: Array | None,
+    *,
+    listed: bool,
+    cast_only: bool,
+) -> tuple[list[tuple[Array, None, Array]], list[int]]:
+    """Checks a stochastic accumulation (its stream's key checked before): the offset (or, listed,
+    the offsets list's length with the others' and its values), then the items as
+    ``check_accumulate``; returns the items and each one's first stream index (listed without
+    offsets: the list numbered as one array)."""
+    if not listed:
+        first = stream_integer(kernel, "offset", offsets, 64)
+        items: list[tuple[Array, None, Array]] = [(accs, None, gs)]
+        _check_items(kernel, items, flag, listed=False, compensated=False, cast_only=cast_only, stochastic=True)
+        return items, [first]
+    named: list[tuple[str, object]] = [("accs", accs), ("gs", gs)]
+    if offsets is not None:
+        named.append(("offsets", offsets))
+    lists = check_lengths(kernel, named)
+    firsts = None if offsets is None else [stream_integer(kernel, f"offsets[{i}]", value, 64)
+                                           for i, value in enumerate(lists[2])]
+    items = [(acc, None, g) for acc, g in zip(lists[0], lists[1], strict=True)]
+    _check_items(kernel, items, flag, listed=True, compensated=False, cast_only=cast_only, stochastic=True)
+    if firsts is None:
+        sizes = [int(acc.size) for acc, _, _ in items]
+        firsts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return items, firsts
+
+
+def _check_items(
+    kernel: str, items: Sequence[tuple[Array, Array | None, Array]], flag: Array | None, *, listed: bool,
+    compensated: bool, cast_only: bool, stochastic: bool = False,
+) -> None:
+    """Each item's arrays (a bfloat16 accumulator only where not compensated, only a bfloat16 one
+    where stochastic), then the flag, then that nothing written overlaps."""
+    kinds = ACCUMULATE_KINDS if compensated else {**ACCUMULATE_KINDS, **BFLOAT16_KINDS}
+    supported = SUPPORTED_PAIRS_TEXT if compensated else SUPPORTED_WITH_BFLOAT16_TEXT
     arrays = CallArrays(kernel)
     for i, (acc, comp, g) in enumerate(items):
         acc_role, comp_role, g_role = roles(("acc", "comp", "g"), i if listed else None)
         arrays.add(acc_role, acc, True)
         arrays.add(g_role, g, False)
-        if ACCUMULATE_KINDS.get((acc.dtype, g.dtype)) is None:
+        if kinds.get((acc.dtype, g.dtype)) is None:
             raise TypeError(
                 f"{kernel}: unsupported dtypes {describe(acc_role, acc)} with {describe(g_role, g)}; "
-                f"supported (acc, g) pairs: {SUPPORTED_PAIRS_TEXT}"
+                f"supported (acc, g) pairs: {supported}"
             )
         if cast_only and g.dtype not in LOW_PRECISION:
             raise TypeError(
-                f"{kernel}: {describe(g_role, g)} must be float16 or bfloat16 into a float32 "
+                f"{kernel}: {describe(g_role, g)} must be float16 or bfloat16 into a float32 or bfloat16 "
                 f"accumulator, got {describe(acc_role, acc)}"
+            )
+        if stochastic and (acc.dtype, g.dtype) not in BFLOAT16_KINDS:
+            raise TypeError(
+                f"{kernel}: {describe(acc_role, acc)} must be bfloat16: stochastic rounding writes a bfloat16 "
+                "accumulator"
             )
         _contiguous(kernel, acc_role, acc, True)
         _contiguous(kernel, g_role, g, False)
         _same_size(kernel, acc_role, acc, g_role, g)
         if compensated:
             arrays.add(comp_role, comp, True)
+            assert comp is not None  # add refuses None
             if comp.dtype != acc.dtype:
                 raise TypeError(
                     f"{kernel}: {describe(comp_role, comp)} must have the dtype of {describe(acc_role, acc)}"
@@ -243,7 +310,6 @@ def check_accumulate(
             _same_size(kernel, acc_role, acc, comp_role, comp)
     _check_flag(arrays, flag)
     arrays.require_disjoint()
-    return items
 
 
 def check_norm(kernel: str, tensors: Array | Sequence[Array], *, listed: bool) -> list[Array]:

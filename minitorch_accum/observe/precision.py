@@ -1,9 +1,12 @@
 """How the error of an accumulated window gradient grows with k, for each way of accumulating.
 
-The same k micro-batch gradients (computed in float64) are summed five ways, as the arena
+The same k micro-batch gradients (computed in float64) are summed six ways, as the arena
 would sum them:
 
-- ``bf16 -> bf16``: bfloat16 gradients into a bfloat16 buffer (each add rounded to bfloat16);
+- ``bf16 -> bf16``: bfloat16 gradients into a bfloat16 buffer, each float32 sum rounded to nearest
+  (``add_scale`` into a bfloat16 arena);
+- ``bf16 -> bf16 (stochastic rounding)``: the same, each sum rounded up with probability equal to
+  the fraction of a unit it discards (``cast_add_scale_stochastic``): exact in expectation;
 - ``bf16 -> float32``: bfloat16 gradients into a float32 buffer (``cast_add_scale``);
 - ``float32``: float32 gradients into a float32 buffer (``add_scale``);
 - ``float32 compensated``: the same with Neumaier's compensation (``add_scale_compensated``,
@@ -15,7 +18,13 @@ sum, whose own error is of order eps64^2 k), so what is measured is the accumula
 ``||acc - exact|| / ||exact||``. The rounding of the gradients to bfloat16 before any sum is
 reported apart (``bf16 gradients themselves``). Theory (Higham, chapter 4): a recursive sum
 errs by at most about k * eps in the worst case and grows like sqrt(k) * eps when the rounding
-errors are random; the compensated sum errs by about eps, whatever k is.
+errors are random; the compensated sum errs by about eps, whatever k is. Rounded to nearest, a
+bfloat16 sum errs the worst way: once the running sum is 2^8 times an addend, the addend is lost
+whole, every time, so the error grows like k units. Stochastic rounding makes each rounding error
+zero on average and independent of the others, so they add like a random walk: about sqrt(k)
+units. The study draws that expectation as the row's guide (``expected``): the square root of the
+sum, over every rounding it made, of its variance (x - lo)(hi - x), x the float32 sum and lo, hi
+its two bfloat16 neighbours, relative to the exact sum.
 """
 
 from __future__ import annotations
@@ -32,13 +41,14 @@ from minitorch_accum.autodiff import tensor
 from minitorch_accum.nn import Module
 from minitorch_accum.nn import functional as F
 
-__all__ = ["INPUT_ROUNDING", "ROWS", "PrecisionRow", "PrecisionStudy", "accumulation_errors",
+__all__ = ["INPUT_ROUNDING", "ROWS", "STOCHASTIC", "PrecisionRow", "PrecisionStudy", "accumulation_errors",
            "default_ks", "micro_batch_gradients"]
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 #: (name, dtype of the gradients, dtype of the buffer), in the order of the table
 ROWS: tuple[tuple[str, str, str], ...] = (
     ("bf16 -> bf16", "bfloat16", "bfloat16"),
+    ("bf16 -> bf16 (stochastic rounding)", "bfloat16", "bfloat16"),
     ("bf16 -> float32 (cast_add_scale)", "bfloat16", "float32"),
     ("float32", "float32", "float32"),
     ("float32 compensated (Neumaier)", "float32", "float32"),
@@ -46,6 +56,8 @@ ROWS: tuple[tuple[str, str, str], ...] = (
 )
 #: the row of the bfloat16 rounding of the gradients themselves, before any sum
 INPUT_ROUNDING = "bf16 gradients themselves"
+#: the row rounded stochastically (its seed: the study's, window 0, micro-batch j for the j-th sum)
+STOCHASTIC = "bf16 -> bf16 (stochastic rounding)"
 _DTYPES = {"bfloat16": BF16, "float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 
 
@@ -62,6 +74,8 @@ class PrecisionRow:
     gradient_dtype: str
     buffer_dtype: str
     errors: dict[int, float] = field(default_factory=dict)
+    #: the expected error, for the stochastically rounded row: sqrt(sum of its roundings' variances)
+    expected: dict[int, float] = field(default_factory=dict)
 
     @property
     def eps(self) -> float:
@@ -69,8 +83,11 @@ class PrecisionRow:
         return float(np.finfo(_DTYPES[self.buffer_dtype]).eps)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "gradients": self.gradient_dtype, "buffer": self.buffer_dtype, "eps": self.eps,
-                "errors": {str(k): e for k, e in self.errors.items()}}
+        record = {"name": self.name, "gradients": self.gradient_dtype, "buffer": self.buffer_dtype, "eps": self.eps,
+                  "errors": {str(k): e for k, e in self.errors.items()}}
+        if self.expected:
+            record["expected"] = {str(k): e for k, e in self.expected.items()}
+        return record
 
 
 @dataclass
@@ -112,6 +129,11 @@ class _CompensatedSum:
                                       (values - total) + self.sum)
         self.sum = total
 
+    def relative_norm(self, norm: float) -> float:
+        """``norm`` relative to the exact sum's."""
+        exact_norm = float(np.linalg.norm(self.sum + self.compensation))
+        return norm / exact_norm if exact_norm > 0 else norm
+
     def relative_error(self, value: np.ndarray) -> float:
         exact_norm = float(np.linalg.norm(self.sum + self.compensation))
         # (value - sum) is exact when they are close (Sterbenz); the compensation is taken off after
@@ -122,23 +144,28 @@ class _CompensatedSum:
 class _Buffer:
     """One row's accumulation buffer, written as the arena writes it."""
 
-    def __init__(self, gradient_dtype: str, buffer_dtype: str, size: int, compensated: bool) -> None:
+    def __init__(self, name: str, gradient_dtype: str, buffer_dtype: str, size: int, seed: int) -> None:
         self.gradients = _DTYPES[gradient_dtype]
         self.buffer = np.zeros(size, _DTYPES[buffer_dtype])
-        self.compensation = np.zeros(size, self.buffer.dtype) if compensated else None
-        self.first = True
+        self.compensation = np.zeros(size, self.buffer.dtype) if "compensated" in name else None
+        self.stochastic = name == STOCHASTIC
+        self.seed = seed
+        self.count = 0  # sums written so far: the micro-batch of the next one
+        self.variance = 0.0  # of the stochastic roundings so far, summed over elements (float64)
 
     def add(self, grads: dict[np.dtype, np.ndarray]) -> None:
         g = grads[self.gradients]
-        if self.buffer.dtype == BF16:  # no kernel writes a 16-bit buffer: each add rounds to bfloat16
-            added = g if self.first else self.buffer.astype(np.float32) + g.astype(np.float32)
-            self.buffer = added.astype(BF16)
+        first = self.count == 0
+        if self.stochastic:
+            self.variance += _rounding_variance(g if first else self.buffer.astype(np.float32) + g.astype(np.float32))
+            write = kernels.copy_scale_stochastic if first else kernels.cast_add_scale_stochastic
+            write(self.buffer, g, 1.0, self.seed, 0, self.count)
         elif self.compensation is not None:
-            write = kernels.copy_scale_compensated if self.first else kernels.add_scale_compensated
+            write = kernels.copy_scale_compensated if first else kernels.add_scale_compensated
             write(self.buffer, self.compensation, g, 1.0)
-        else:
-            (kernels.copy_scale if self.first else kernels.add_scale)(self.buffer, g, 1.0)
-        self.first = False
+        else:  # a bfloat16 buffer: each float32 sum rounded to nearest
+            (kernels.copy_scale if first else kernels.add_scale)(self.buffer, g, 1.0)
+        self.count += 1
 
     def value(self) -> np.ndarray:
         if self.compensation is None:
@@ -148,9 +175,21 @@ class _Buffer:
         return folded
 
 
-def accumulation_errors(gradients: Iterable[np.ndarray], ks: Sequence[int]) -> PrecisionStudy:
+def _rounding_variance(x: np.ndarray) -> float:
+    """The summed variance of rounding each float32 of ``x`` stochastically to bfloat16: (x - lo)(hi - x)
+    with lo and hi its two neighbours (0 where bfloat16 holds x exactly)."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    low = (bits & np.uint32(0xFFFF0000)).view(np.float32).astype(np.float64)
+    with np.errstate(over="ignore"):  # the neighbour of the largest values is inf: no such sum here
+        high = ((bits & np.uint32(0xFFFF0000)) + np.uint32(0x10000)).view(np.float32).astype(np.float64)
+    value = x.astype(np.float64)
+    return float(np.sum(np.abs(value - low) * np.abs(high - value)))
+
+
+def accumulation_errors(gradients: Iterable[np.ndarray], ks: Sequence[int], seed: int = 0) -> PrecisionStudy:
     """Sum the first max(ks) ``gradients`` (flat float64 arrays, one per micro-batch) each way
-    of ``ROWS`` and measure, after k of them for each k in ``ks``, the relative error."""
+    of ``ROWS`` and measure, after k of them for each k in ``ks``, the relative error (``seed``:
+    the stochastic rounding's)."""
     ks = sorted({int(k) for k in ks})
     if not ks or ks[0] < 1:
         raise ValueError(f"precision: every k must be a positive int, got {list(ks)!r}")
@@ -166,7 +205,7 @@ def accumulation_errors(gradients: Iterable[np.ndarray], ks: Sequence[int]) -> P
             raise ValueError(f"precision: k={ks[-1]} needs {ks[-1]} micro-batch gradients, got {count - 1}") from None
         grads = {dtype: g.astype(dtype) for dtype in _DTYPES.values()}
         if not buffers:
-            buffers = [_Buffer(gd, bd, g.size, "compensated" in name) for name, gd, bd in ROWS]
+            buffers = [_Buffer(name, gd, bd, g.size, seed) for name, gd, bd in ROWS]
             exact = {dtype: _CompensatedSum(g.size) for dtype in _DTYPES.values()}
         for buffer in buffers:
             buffer.add(grads)
@@ -174,7 +213,10 @@ def accumulation_errors(gradients: Iterable[np.ndarray], ks: Sequence[int]) -> P
             reference.add(grads[dtype].astype(np.float64))
         if count in ks:
             for row, buffer in zip(rows, buffers, strict=True):
-                row.errors[count] = exact[buffer.gradients].relative_error(buffer.value())
+                reference = exact[buffer.gradients]
+                row.errors[count] = reference.relative_error(buffer.value())
+                if buffer.stochastic:
+                    row.expected[count] = reference.relative_norm(np.sqrt(buffer.variance))
             truth = exact[_DTYPES["float64"]]
             rounding.errors[count] = truth.relative_error(exact[BF16].sum + exact[BF16].compensation)
     return PrecisionStudy(list(ks), [*rows, rounding])

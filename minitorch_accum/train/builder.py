@@ -95,7 +95,12 @@ class LearnerBuilder:
         return self._set("fusion", fusion)
 
     def accum_dtype(self, dtype: str) -> LearnerBuilder:
+        """The gradient arena's dtype: ``"float32"``, ``"float64"`` or ``"bfloat16"`` (half the bytes)."""
         return self._set("accum_dtype", dtype)
+
+    def rounding(self, mode: str) -> LearnerBuilder:
+        """How a bfloat16 arena rounds each sum: ``"nearest"`` or ``"stochastic"`` (keyed by the seed)."""
+        return self._set("rounding", mode)
 
     def compensated(self, enabled: bool = True) -> LearnerBuilder:
         """Neumaier-compensated accumulation (a second arena for the lost low-order bits)."""

@@ -100,8 +100,9 @@ class Learner:
         scaler = DynamicLossScaler(init_scale=2.0**15) if config.mixed_precision == "fp16" else None
         self.accumulator = Accumulator(self.step_model, steps=config.grads_accumulation,
                                        reduction=config.reduction, fusion=config.fusion,
-                                       accum_dtype=config.accum_dtype, compensated=config.compensated,
-                                       loss_scaler=scaler, reducer=self.data_parallel)
+                                       accum_dtype=config.accum_dtype or "float32", compensated=config.compensated,
+                                       loss_scaler=scaler, reducer=self.data_parallel, rounding=config.rounding,
+                                       rounding_seed=(config.seed or 0) % 2**64)
         # what steps the parameters: the optimizer, or ZeRO-1 stepping this rank's shard with it
         self.stepper: Optimizer | ZeroRedundancyOptimizer = (
             ZeroRedundancyOptimizer(optimizer, self.accumulator)

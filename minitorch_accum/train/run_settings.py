@@ -37,6 +37,11 @@ _TABLELESS_RUN = frozenset({"dataset", "micro_batch", "accum", "epochs", "lr", "
                             "dtype", "compensated", "seed", "block_size"})
 
 
+# recorded rows added after version 2's records were first written: a record without one was made
+# with its default (``rounding``: the arena rounded to nearest, as every arena then did)
+_ADDED_ROWS = tuple(row for row in SETTINGS if row.name in ("rounding",))
+
+
 class SettingsMismatchError(ValueError):
     """The run to resume was made with other settings."""
 
@@ -80,9 +85,12 @@ def upgrade_record(saved: dict[str, Any], world_size: int) -> dict[str, Any]:
     each epoch's k x ranks of a schedule), even where a schedule or an effective batch decided
     k: read as k per rank, None where it did not decide. One written before the table had no
     ``version`` (it keeps none, so a comparison knows it); its command-line run. held the seed
-    (a learner row now) and values recorded elsewhere or free to change, which are dropped."""
+    (a learner row now) and values recorded elsewhere or free to change, which are dropped. A row
+    added to the table since a record was written takes its default there (the run was made
+    before the setting existed)."""
     if saved.get("version") == RECORD_VERSION:
-        return saved
+        missing = {row.name: row.default for row in _ADDED_ROWS if row.name not in saved}
+        return {**saved, **missing} if missing else saved
     upgraded = dict(saved)
     if "window_micro_batches" in upgraded:
         window = upgraded.pop("window_micro_batches")
@@ -95,6 +103,8 @@ def upgrade_record(saved: dict[str, Any], world_size: int) -> dict[str, Any]:
         upgraded["world_size"] = world_size
         if "version" in saved:
             upgraded["version"] = RECORD_VERSION
+    if "version" in saved:
+        upgraded.update({row.name: row.default for row in _ADDED_ROWS if row.name not in saved})
     run = dict(saved.get("run") or {})
     if "version" not in saved and set(run) == _TABLELESS_RUN:
         upgraded["seed"] = run["seed"]

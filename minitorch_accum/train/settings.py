@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from minitorch_accum.accum import FUSIONS, REDUCTIONS
+from minitorch_accum.accum import ARENA_DTYPES, FUSIONS, REDUCTIONS, ROUNDINGS
 from minitorch_accum.backend import parse_device
 from minitorch_accum.data import DATASETS
 from minitorch_accum.distributed import Communicator
@@ -173,7 +173,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("fusion", Choice(FUSIONS), "gemm",
             "where gradients land: GEMM writes the arena, fused kernels, or Burn's containers",
             flag="--fusion", commands=_ALL),
-    Setting("accum_dtype", Choice(("float32", "float64")), "float32", "dtype of the gradient arena"),
+    Setting("accum_dtype", Optional(Choice(ARENA_DTYPES)), "float32",
+            "dtype of the gradient arena (default on the command line: the --dtype); bfloat16 takes half the bytes "
+            "of float32, each sum rounded back as --rounding says", flag="--grad-dtype", cli_default=None),
+    Setting("rounding", Choice(ROUNDINGS), "nearest",
+            "how a bfloat16 arena rounds each sum: to nearest (an addend under half a unit of the running sum is "
+            "lost), or stochastically (up with probability equal to the discarded fraction: exact in expectation; "
+            "the random bits keyed by the seed, window, micro-batch and element, so a run replays and resumes bit "
+            "for bit)", flag="--rounding"),
     Setting("compensated", Flag(), False, "Neumaier-compensated accumulation: the window's gradient then does not "
             "depend on how it is split over micro-batches and ranks", flag="--compensated"),
     Setting("mixed_precision", Optional(Choice(("bf16", "fp16"))), None,

@@ -37,7 +37,7 @@ def test_mixed_dtypes_get_one_buffer_per_accumulation_dtype() -> None:
     assert arena.view(model[0].weight).dtype == np.float32  # 16-bit gradients sum in float32
     with pytest.raises(ValueError, match="holds 2 buffers"):
         _ = arena.buffer
-    with pytest.raises(TypeError, match="accum_dtype must be float32 or float64"):
+    with pytest.raises(TypeError, match="accum_dtype must be float32, float64 or bfloat16, got float16"):
         GradArena(model.named_parameters(), "float16")
 
 

@@ -31,12 +31,14 @@ def test_precision_prints_the_table_and_writes_json_and_a_figure(tmp_path: Path,
     for name, _, _ in ROWS:
         assert name in out
     assert "k=16" in out and "wrote" in out
+    assert "a bfloat16 buffer rounded stochastically is" in out
     record = json.loads((tmp_path / "precision.json").read_text())
     assert record["ks"] == [1, 2, 4, 8, 16] and record["model"] == "mlp" and record["micro_batch"] == 4
     rows = {r["name"]: r for r in record["rows"]}
     assert set(rows) == {name for name, _, _ in ROWS} | {INPUT_ROUNDING}
     assert rows["float64"]["eps"] == pytest.approx(2.0**-52) and rows["bf16 -> bf16"]["eps"] == 2.0**-7
     assert all(0 <= e < 1e-14 for e in rows["float64"]["errors"].values())
+    assert set(rows["bf16 -> bf16 (stochastic rounding)"]["expected"]) == {"1", "2", "4", "8", "16"}
     assert (tmp_path / "precision.png").read_bytes()[:4] == b"\x89PNG"
 
 

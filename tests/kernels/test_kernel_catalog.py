@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import minitorch_accum.kernels as K
-from minitorch_accum.kernels import catalog
+from minitorch_accum.kernels import catalog, modes
 
 KERNELS_DIR = Path(K.__file__).resolve().parent
 
@@ -53,9 +53,15 @@ def test_bytes_moved_counts_reads_and_writes_for_any_dtypes():
 
 def test_fp32_figures_of_the_table_follow_from_its_counts():
     for info in catalog.CATALOG + catalog.WINDOW_PASSES:
-        assert info.bytes_fp32 == catalog.bytes_moved(info.name, 1, 4, info.fp32_grad_itemsize)
+        assert info.bytes_fp32 == catalog.bytes_moved(info.name, 1, info.acc_itemsize, info.fp32_grad_itemsize)
+        # only the kernels that write nothing but bfloat16 state their figure for a bf16 acc
+        assert (info.acc_itemsize == 2) == (info.mode is not None and modes.is_stochastic(info.mode)), info.name
     figures = {k.name: k.bytes_fp32 for k in catalog.CATALOG}
     assert figures["add_scale"] == 12 and figures["cast_add_scale"] == 10 and figures["adamw_step"] == 28
+    # into a bf16 arena: 2 + 2 + 4 (fp32 g), 2 + 2 + 2 (16-bit g), 2 + 4 (the first write)
+    assert figures["add_scale_stochastic"] == 8 and figures["cast_add_scale_stochastic"] == 6
+    assert figures["copy_scale_stochastic"] == 6 and figures["multi_add_scale_stochastic"] == 8
+    assert catalog.bytes_moved("mta_add_scale_bf16_f32", 1, 2, 4) == 8  # rounded to nearest: the same bytes
     assert [k.name for k in catalog.CATALOG] == list(K.KERNELS)
 
 

@@ -92,9 +92,13 @@ def test_emulator_rejects_bad_launches():
 
 def test_registry_lists_every_kernel_with_its_barrier_use():
     kernels = emulator.kernels()
-    assert len(kernels) == 34 + 22  # accumulation, norm and optimizer kernels; the fused layer kernels
+    # accumulation, norm and optimizer kernels; bfloat16 accumulators (6 to nearest, 6 + 2 stochastic); the fused
+    # layer kernels (softmax's forward and backward among them)
+    assert len(kernels) == 34 + 14 + 22
     assert kernels["mta_layer_norm_forward_f32"] == (9, 256, True)
     assert kernels["mta_softmax_forward_f32"] == (7, 256, True)
     assert kernels["mta_cross_entropy_backward_f64"][2] is False
     assert kernels["mta_multi_l2_norm_partials"][2] is True
     assert kernels["mta_add_scale_f32_f32"] == (5, 1024, False)
+    assert kernels["mta_add_scale_stochastic_bf16_f32"] == (9, 1024, False)  # + seed, window, micro_batch, offset
+    assert kernels["mta_multi_add_scale_stochastic"] == (6, 512, False)

@@ -14,7 +14,7 @@ import pytest
 
 from minitorch_accum.kernels import catalog, modes
 from minitorch_accum.kernels.dispatch import native
-from minitorch_accum.kernels.dtypes import ACCUMULATE_KINDS, FLOAT32, FLOAT64, NORM_DTYPES, SHORT_NAMES
+from minitorch_accum.kernels.dtypes import ACCUMULATE_KINDS, BFLOAT16_KINDS, FLOAT32, FLOAT64, NORM_DTYPES, SHORT_NAMES
 from minitorch_accum.kernels.launch import emulator
 from minitorch_accum.kernels.launch import plan as launch_plan
 from minitorch_accum.kernels.optimizer_scalars import AdamScalars, SgdScalars
@@ -34,8 +34,13 @@ def compiled():
 
 def _planned_kernel_names() -> set[str]:
     accumulate_modes = {k.mode for k in catalog.CATALOG if k.mode is not None}
-    assert accumulate_modes == {modes.ADD, modes.COPY, modes.ADD_COMPENSATED, modes.COPY_COMPENSATED}
-    names = {launch_plan.accumulate_kernel_name(m, a, g) for m in accumulate_modes for a, g in ACCUMULATE_KINDS}
+    assert accumulate_modes == {modes.ADD, modes.COPY, modes.ADD_COMPENSATED, modes.COPY_COMPENSATED,
+                                modes.ADD_STOCHASTIC, modes.COPY_STOCHASTIC}
+    # a bfloat16 acc: rounded to nearest by the plain modes, stochastically by the stochastic ones
+    pairs = {modes.ADD: {**ACCUMULATE_KINDS, **BFLOAT16_KINDS}, modes.COPY: {**ACCUMULATE_KINDS, **BFLOAT16_KINDS},
+             modes.ADD_STOCHASTIC: BFLOAT16_KINDS, modes.COPY_STOCHASTIC: BFLOAT16_KINDS}
+    names = {launch_plan.accumulate_kernel_name(m, a, g) for m in accumulate_modes
+             for a, g in pairs.get(m, ACCUMULATE_KINDS)}
     names |= {f"mta_{catalog.accumulate_kernel(m, listed=True).name}" for m in accumulate_modes}
     names |= {"mta_multi_l2_norm_partials", "mta_l2_norm_finalize"}
     for dtype in (FLOAT32, FLOAT64):
@@ -125,7 +130,8 @@ def test_native_structs_and_constants_match_the_python_mirrors():
             assert list(c_struct) == [f.name for f in fields(scalars)] == list(py.names)
             for field, offset in c_struct.items():
                 assert py.fields[field][1] == offset, (name, short, field)
-    assert layout["kinds"] == {f"{SHORT_NAMES[a]}_{SHORT_NAMES[g]}": k for (a, g), k in ACCUMULATE_KINDS.items()}
+    kinds = {**ACCUMULATE_KINDS, **BFLOAT16_KINDS}
+    assert layout["kinds"] == {f"{SHORT_NAMES[a]}_{SHORT_NAMES[g]}": k for (a, g), k in kinds.items()}
     assert layout["dtypes"] == {SHORT_NAMES[d]: code for d, code in NORM_DTYPES.items()}
 
 

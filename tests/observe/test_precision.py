@@ -10,6 +10,7 @@ from minitorch_accum.models import digits_mlp
 from minitorch_accum.observe.precision import (
     INPUT_ROUNDING,
     ROWS,
+    STOCHASTIC,
     accumulation_errors,
     default_ks,
     micro_batch_gradients,
@@ -55,6 +56,32 @@ def test_a_bfloat16_buffer_loses_what_casting_into_float32_keeps() -> None:
     assert cast[256] <= float(np.finfo(np.float32).eps) * 256
     # bfloat16's own rounding of each gradient is about its unit roundoff, before any sum
     assert 5e-4 < study.row(INPUT_ROUNDING).errors[1] < 4e-3
+
+
+def test_stochastic_rounding_errs_like_a_random_walk_where_rounding_to_nearest_stalls() -> None:
+    # one large gradient, then small ones with a mean, each under half a unit of the running sum
+    # (bf16's unit at 100 is 0.5): to nearest every one is lost; a noisier addend would dither the
+    # rounding itself and spare round-to-nearest most of that bias
+    def gradients(count: int, seed: int):
+        rng = np.random.default_rng(seed)
+        yield rng.normal(size=4096) * 100
+        for _ in range(count - 1):
+            yield rng.normal(size=4096) * 0.05 + 0.05
+
+    study = accumulation_errors(gradients(1024, 4), [1, 64, 1024], seed=7)
+    nearest, stochastic = study.row("bf16 -> bf16"), study.row(STOCHASTIC)
+    assert nearest.errors[1024] > 6 * stochastic.errors[1024]
+    assert stochastic.errors[1] == 0 and stochastic.expected[1] == 0  # the first write copies a bf16 value
+    # the measured error is its expectation: 4096 elements, each an independent walk
+    for k in (64, 1024):
+        assert 0.9 < stochastic.errors[k] / stochastic.expected[k] < 1.1
+    # about sqrt(k) units: 16 times the micro-batches, about 4 times the error (a sum that grows like k
+    # halves each unit's relative size per doubling, so the relative error grows no faster than sqrt(k))
+    assert stochastic.errors[1024] < 5 * stochastic.errors[64]
+    assert study.as_dict()["rows"][1]["expected"]["1024"] == stochastic.expected[1024]
+    # the seed decides the bits, not the error's size
+    other = accumulation_errors(gradients(64, 4), [64], seed=8)
+    assert other.row(STOCHASTIC).errors[64] != stochastic.errors[64]
 
 
 def test_sums_that_every_dtype_holds_exactly_have_no_error() -> None:

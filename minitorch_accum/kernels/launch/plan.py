@@ -36,6 +36,7 @@ from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.catalog import accumulate_kernel
 from minitorch_accum.kernels.dtypes import (
     ACCUMULATE_KINDS,
+    BFLOAT16_KINDS,
     FLOAT32,
     FLOAT64,
     LOW_PRECISION,
@@ -64,7 +65,9 @@ __all__ = [
     "plan_multi_accumulate",
     "plan_multi_adam",
     "plan_multi_sgd",
+    "plan_multi_stochastic",
     "plan_sgd",
+    "plan_stochastic",
     "sgd_dtype",
     "table_dtype",
     "table_limits",
@@ -312,7 +315,36 @@ def plan_accumulate(
 ) -> list[Launch]:
     arrays = (acc, comp, g) if modes.is_compensated(mode) else (acc, g)
     name = accumulate_kernel_name(mode, acc.dtype, g.dtype)
-    return _grid_stride_launch(name, arrays, (acc.dtype.type(scale), flag), sm_count)
+    # a bfloat16 accumulator is summed in float32: its scale is a float
+    scale_value = np.float32(scale) if (acc.dtype, g.dtype) in BFLOAT16_KINDS else acc.dtype.type(scale)
+    return _grid_stride_launch(name, arrays, (scale_value, flag), sm_count)
+
+
+def plan_stochastic(
+    mode: int, acc: Array, g: Array, scale: float, stream: tuple[int, int, int, int], flag: Array | None,
+    sm_count: int,
+) -> list[Launch]:
+    """A stochastic kernel over one bfloat16 acc; ``stream``: (seed, window, micro_batch, offset)."""
+    seed, window, micro_batch, offset = stream
+    name = accumulate_kernel_name(mode, acc.dtype, g.dtype)
+    tail = (np.float32(scale), np.uint64(seed), np.uint32(window), np.uint32(micro_batch), np.uint64(offset), flag)
+    return _grid_stride_launch(name, (acc, g), tail, sm_count)
+
+
+def plan_multi_stochastic(
+    mode: int, items: Sequence[tuple[Array, Array | None, Array]], firsts: Sequence[int], scale: float,
+    key: tuple[int, int, int], flag: Array | None, address_of: AddressOf,
+) -> list[Launch]:
+    """Chunk-table launches over (acc, None, g) items: a depth-3 table whose row 1 holds each
+    tensor's first stream index (not an address); ``key``: (seed, window, micro_batch)."""
+    entries: list[TableEntry] = [
+        ([address_of(acc), int(first), address_of(g)], int(acc.size), BFLOAT16_KINDS[(acc.dtype, g.dtype)])
+        for (acc, _, g), first in zip(items, firsts, strict=True)
+    ]
+    seed, window, micro_batch = key
+    tail = (np.float32(scale), np.uint64(seed), np.uint32(window), np.uint32(micro_batch), flag)
+    name = f"mta_{accumulate_kernel(mode, listed=True).name}"
+    return _table_launches(name, 3, entries, tail, tuple(items))
 
 
 def plan_multi_accumulate(
@@ -324,7 +356,8 @@ def plan_multi_accumulate(
     entries: list[TableEntry] = []
     for acc, comp, g in items:
         rows = [address_of(acc), address_of(comp), address_of(g)] if compensated else [address_of(acc), address_of(g)]
-        entries.append((rows, int(acc.size), ACCUMULATE_KINDS[(acc.dtype, g.dtype)]))
+        kinds = ACCUMULATE_KINDS if (acc.dtype, g.dtype) in ACCUMULATE_KINDS else BFLOAT16_KINDS
+        entries.append((rows, int(acc.size), kinds[(acc.dtype, g.dtype)]))
     tail = (np.float32(scale), np.float64(scale), flag)
     name = f"mta_{accumulate_kernel(mode, listed=True).name}"
     return _table_launches(name, 3 if compensated else 2, entries, tail, tuple(items))

@@ -30,7 +30,8 @@ def _list() -> int:
             print("\nthe accumulation layer's own passes (traces and maccum explain name them; not kernels of csrc/):")
         print(f"{title:<{width}}  B/elem fp32  computes")
         for k in rows:
-            note = f"  [{k.note}]" if k.note else ""
+            notes = [n for n in (k.note, "" if k.figure_dtypes == "fp32" else f"{k.figure_dtypes} figure") if n]
+            note = f"  [{'; '.join(notes)}]" if notes else ""
             print(f"{k.name:<{width}}  {k.bytes_fp32:>11}  {k.computes}{note}")
     return 0
 

@@ -142,7 +142,8 @@ def render() -> str:
         definition = _definition(info.name, inspect.signature(reference.REFERENCE[info.name]))
         note = f"; {info.note}" if info.note else ""
         # the indent and the closing quotes take 7 characters
-        lines = textwrap.wrap(f'"""{info.computes} ({info.bytes_fp32} B/elem fp32{note}).', LINE_LENGTH - 7)
+        figure = f"{info.bytes_fp32} B/elem {info.figure_dtypes}"
+        lines = textwrap.wrap(f'"""{info.computes} ({figure}{note}).', LINE_LENGTH - 7)
         docstring = "\n    ".join(lines) + ('"""' if len(lines) == 1 else '\n    """')
         kernels.append(f"{definition}\n    {docstring}\n")
     rule = "# ---------------------------------------------------------------- the kernels (catalog.py)"
