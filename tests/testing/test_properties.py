@@ -66,19 +66,20 @@ def test_ranks_that_keep_their_own_item_counts_are_caught(monkeypatch: pytest.Mo
     assert any("against rank 0" in w.scenario for w in result.worst.values())  # the ranks disagree too
 
 
-def test_batch_norm_is_reported_per_property_and_a_recipe_without_an_arena_is_not_resumed() -> None:
+def test_batch_norm_is_inconclusive_per_property_and_a_recipe_without_an_arena_is_not_resumed() -> None:
     def with_batch_norm() -> nn.Module:
-        mta.manual_seed(0)
         return nn.Sequential(nn.Linear(5, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 3))
 
-    report = check_properties(with_batch_norm, summed_loss, batch(), splits=[(3, 2, 3, 4)])
-    assert report.passed and {r.name for r in report.inexact} == {
+    report = check_properties(with_batch_norm, summed_loss, batch(), splits=[(3, 2, 3, 4)], raise_on_failure=False)
+    assert not report.passed and {r.name for r in report.inexact} == {
         "window_equals_full_batch", "steps_equal_big_batch", "clipping_uses_the_window_norm",
         "data_parallel_equals_one_rank"}
     # BatchNorm is deterministic: a window still equals itself under a loss scale, and after a resume
     assert report["loss_scaling_is_invisible"].status == report["resume_mid_window_equals_uninterrupted"].status \
         == PASSED
+    assert check_properties(with_batch_norm, summed_loss, batch(), splits=[(3, 2, 3, 4)],
+                            allow_inconclusive=True).passed
     skipped = check_properties(Residual, summed_loss, batch(), splits=[(5, 7)], recipe=ClipsEachMicroBatch(),
-                               properties=["resume_mid_window_equals_uninterrupted"])
-    assert skipped["resume_mid_window_equals_uninterrupted"].status == SKIPPED and skipped.passed
-    assert INEXACT == "not expected to be equal"
+                               properties=["resume_mid_window_equals_uninterrupted"], raise_on_failure=False)
+    assert skipped["resume_mid_window_equals_uninterrupted"].status == SKIPPED and not skipped.passed
+    assert INEXACT == "inconclusive"

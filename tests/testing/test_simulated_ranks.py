@@ -71,3 +71,15 @@ def test_learner_callbacks_run_on_every_rank_with_the_same_record_and_parameters
         assert rec0["loss"] == rec1["loss"]
         for name in params0:
             np.testing.assert_array_equal(params0[name], params1[name])
+
+
+def test_every_rank_adds_the_deposits_in_rank_order_not_from_its_own() -> None:
+    """1e16 + 1 - 1e16 in rank order is 0 (the 1 is absorbed); a rank starting from its own deposit
+    (right for 2 ranks, wrong for 3) would get 1."""
+
+    def rank(comm: ThreadCommunicator) -> np.ndarray:
+        values = np.array([[1e16], [1.0], [-1e16]])[comm.rank].copy()
+        comm.allreduce(values)
+        return values
+
+    assert [float(v[0]) for v in run_ranks(3, rank)] == [0.0, 0.0, 0.0]

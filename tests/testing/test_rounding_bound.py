@@ -1,0 +1,109 @@
+"""The derived bound never cries wolf where the true gradient cancels (an attention key bias, in
+float64 and float32, window and optimizer steps), stays tight enough to catch the bugs, and a
+NaN gap is never within it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minitorch_accum.testing import check_properties
+from minitorch_accum.testing.bug_recipes import Float32Accumulator, MeanOfMicroBatchMeans, ScheduledPerMicroBatch
+from minitorch_accum.testing.false_alarm_corpus import FAMILIES
+from minitorch_accum.testing.parameter_bound import RowMagnitudes, Tolerance, Twin, parameter_walk_bound
+from minitorch_accum.testing.property_results import FAILED, PASSED, PropertyResult
+from minitorch_accum.testing.subject import Subject
+from tests.testing.models import Residual, batch, summed_loss
+
+ATTENTION = FAMILIES["attention_key_bias"]
+
+
+def attention_batch() -> tuple[np.ndarray, np.ndarray]:
+    return ATTENTION.batch(3, 13)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_an_attention_key_bias_whose_gradient_cancels_passes_every_property(dtype: str) -> None:
+    """Issue 26 measured 'k.bias' differs by 1.388e-18 (tolerance 2.653e-32): per-row gradients are
+    rounding noise there, so a bound built from them alone is 1e-31."""
+    report = check_properties(ATTENTION.factory, ATTENTION.loss_fn, attention_batch(), splits=[(1, 4, 2, 6)],
+                              dtype=dtype)
+    assert all(r.status == PASSED for r in report.results), str(report)
+    window = report["window_equals_full_batch"].worst["k.bias"]
+    assert window.gap > 0  # the two sides really differ there
+    # not vacuous: far below what a normalization bug moves (1e-3 of the gradient and more)
+    assert window.tolerance < (1e-15 if dtype == "float64" else 1e-6)
+    assert "second evaluation of every row" in report["window_equals_full_batch"].why
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_same_attention_model_still_catches_the_bugs(dtype: str) -> None:
+    data = attention_batch()
+    for recipe, name in ((MeanOfMicroBatchMeans(), "window_equals_full_batch"),
+                         (ScheduledPerMicroBatch(), "steps_equal_big_batch")):
+        report = check_properties(ATTENTION.factory, ATTENTION.loss_fn, data, splits=[(1, 4, 2, 6)], dtype=dtype,
+                                  recipe=recipe, properties=[name], raise_on_failure=False)
+        worst = report[name].worst_parameter()[1]
+        assert report[name].status == FAILED and worst.ratio > 100, str(report)
+
+
+def test_the_floor_is_each_rows_error_measured_by_a_second_evaluation() -> None:
+    subject = Subject(ATTENTION.factory, ATTENTION.loss_fn, attention_batch(), "float64")
+    twin_subject = Subject(ATTENTION.factory, ATTENTION.loss_fn, attention_batch(), "float32")
+    model, twin = subject.build(), twin_subject.build()
+    plain = RowMagnitudes.measure(model, lambda rows: subject.loss(model, rows), subject.rows)
+    measured = RowMagnitudes.measure(model, lambda rows: subject.loss(model, rows), subject.rows,
+                                     twin=Twin(twin, lambda rows: twin_subject.loss(twin, rows), "float32", 2.0**-29))
+    assert plain.noise is None and measured.noise is not None
+    assert np.all(measured.noise["k.bias"] > 0)
+    without, with_floor = (parameter_walk_bound(m, 4, "float64").bounds["k.bias"] for m in (plain, measured))
+    assert np.all(with_floor > 100 * without)
+    assert np.all(with_floor < 1e-14)
+
+
+def test_float32_adamw_steps_on_a_tiny_lm_pass_within_the_propagated_bound() -> None:
+    """Issue 26: float32 AdamW, 'qkv.weight' differs by 1.634e-05 (tolerance 4.670e-06)."""
+    lm = FAMILIES["tiny_lm_fused_qkv_tied"]
+    report = check_properties(lm.factory, lm.loss_fn, lm.batch(5, 12), splits=[(3, 1, 5, 3)], dtype="float32",
+                              properties=["steps_equal_big_batch"])
+    result = report["steps_equal_big_batch"]
+    assert result.status == PASSED and result.max_gap > 0
+    assert "propagated through the" in result.why and "m / (sqrt(v) + eps)" in result.why
+    scheduled = check_properties(lm.factory, lm.loss_fn, lm.batch(5, 12), splits=[(3, 1, 5, 3)], dtype="float32",
+                                 properties=["steps_equal_big_batch"], recipe=ScheduledPerMicroBatch(),
+                                 raise_on_failure=False)
+    assert scheduled["steps_equal_big_batch"].status == FAILED
+
+
+def test_the_museums_float32_accumulator_fails_the_steps_property() -> None:
+    """A step tolerance loosened from sqrt(u) to u^(1/4) let this pass (issue 26, item 7)."""
+    report = check_properties(Residual, summed_loss, batch(), splits=[(3, 1, 4, 4)], dtype="float64",
+                              recipe=Float32Accumulator(), properties=["steps_equal_big_batch"],
+                              raise_on_failure=False)
+    result = report["steps_equal_big_batch"]
+    assert result.status == FAILED and result.worst_parameter()[1].ratio > 1e3
+
+
+def test_a_nan_gap_is_never_within_the_tolerance() -> None:
+    expected = {"w": np.array([1.0, 2.0])}
+    for bound in (np.array([1e-3, 1e-3]), np.array([np.nan, 1e-3]), np.array([np.inf, np.inf])):
+        result = PropertyResult("p", "claim")
+        result.compare({"w": np.array([np.nan, 2.0])}, expected, Tolerance({"w": bound}, "why"), "scenario")
+        assert result.settle().status == FAILED and result.max_gap == np.inf
+        assert result.worst["w"].gap == np.inf and result.worst["w"].ratio == np.inf
+    nan_bound = PropertyResult("p", "claim")
+    nan_bound.compare({"w": np.array([1.0, 2.0 + 1e-9])}, expected, Tolerance({"w": np.full(2, np.nan)}, "why"), "s")
+    assert nan_bound.settle().status == FAILED
+
+
+def test_a_model_whose_gradient_is_nan_for_one_row_micro_batches_does_not_pass() -> None:
+    def nan_alone(output: object, targets: np.ndarray) -> tuple:
+        loss, items = summed_loss(output, targets)
+        return loss * (np.nan if len(targets) == 1 else 1.0), items
+
+    report = check_properties(Residual, nan_alone, batch(), splits=[(1, 11), (6, 6)],
+                              properties=["window_equals_full_batch"], raise_on_failure=False)
+    result = report["window_equals_full_batch"]
+    assert not report.passed and result.status == FAILED and result.max_gap == np.inf
+    assert "split (1, 11)" in result.worst_parameter()[1].scenario
+    assert any("not finite" in note for note in report.notes)
