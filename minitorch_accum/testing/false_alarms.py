@@ -151,6 +151,25 @@ def _print(runs: Sequence[Run], bugs_run: Sequence[BugRun], seconds: float) -> N
                 print(f"  MISSED {b.bug} on {b.family} ({b.dtype}) by {b.property}: {b.status}")
 
 
+def _compact(index: int, run: Run) -> dict:
+    """A run as the JSON keeps it: which one (``correct_run(index)`` replays it), its verdicts, its worst ratio."""
+    return {"index": index, "family": run.family, "dtype": run.dtype, "split": run.split,
+            "verdicts": sorted(set(run.statuses.values())), "worst_ratio": float(f"{max(run.ratios.values()):.3g}")}
+
+
+def _write(path: Path, record: dict) -> None:
+    """JSON with one line per table row, bug and run."""
+    lines = ["{"]
+    for position, (key, value) in enumerate(record.items()):
+        comma = "," if position < len(record) - 1 else ""
+        if isinstance(value, list):
+            items = ",\n  ".join(json.dumps(item) for item in value)
+            lines.append(f" {json.dumps(key)}: [\n  {items}\n ]{comma}" if value else f" {json.dumps(key)}: []{comma}")
+        else:
+            lines.append(f" {json.dumps(key)}: {json.dumps(value)}{comma}")
+    path.write_text("\n".join(lines) + "\n}\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m minitorch_accum.testing.false_alarms",
                                      description=__doc__.split("\n\n")[0])
@@ -171,11 +190,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     _print(runs, bugs_run, seconds)
     if args.out is not None:
-        args.out.write_text(json.dumps({
+        _write(args.out, {
             "command": "python -m minitorch_accum.testing.false_alarms " + " ".join(sys.argv[1:] if argv is None
                                                                                   else argv),
-            "seconds": seconds, "table": table(runs), "runs": [asdict(r) for r in runs],
-            "bugs": [{**asdict(b), "caught": b.caught} for b in bugs_run]}, indent=1) + "\n")
+            "seconds": round(seconds, 1), "table": table(runs),
+            "bugs": [{**asdict(b), "caught": b.caught} for b in bugs_run],
+            "runs": [_compact(index, run) for index, run in enumerate(runs)]})
     failed = any(r.statuses[n] in (FAILED, INEXACT) for r in runs for n in r.statuses)
     return 1 if failed or any(not b.caught for b in bugs_run) else 0
 

@@ -2,23 +2,40 @@
 
 ``rounding.py`` analyses models it can read layer by layer (Sequentials of Linear,
 activations and Embedding). For any other model this module bounds the gap from what
-every model has: the per-row gradients and the parameters' shapes.
+every model has: the per-row gradients, a second evaluation of them, and the parameters'
+shapes.
 
 Both gradients compute the same sum over the batch's rows of per-row gradients ``g_r``
-(each the gradient of row r's summed loss). Higham's bound for a sum of n terms computed
-in any order is ``gamma_n sum |terms|`` (``gamma_n = n u / (1 - n u)``, u the dtype's unit
-roundoff); each term is itself computed with dot products and sums whose lengths, along
-any path through the model, add up to at most F, the sum of every parameter's leading
-dimension (a Linear's fan-in, a LayerNorm's width, an embedding's rows: an over-count,
-never an under-count). To first order, with each layer's backward no worse conditioned
-than its forward, one computation errs by at most ``gamma_(T + F) sum_r |g_r|``, T the
-terms summed (items or rows, the larger). The window adds its k micro-batch sums
-(``k u sum_r |g_r|``, as ``sum_j |G_j| <= sum_r |g_r|``) and scales once (``u |G|``); both
-sides err, hence the 2:
+(each the gradient of row r's summed loss). One evaluation's value is
+``s sum_r (g_r + e_r) + sigma``: ``e_r`` the error its arithmetic makes inside row r (the
+row's forward, its backward, the sums over its positions), ``sigma`` the error of adding
+the rows. Higham's bound for a sum of n terms computed in any order is
+``gamma_n sum |terms|`` (``gamma_n = n u / (1 - n u)``, u the dtype's unit roundoff); with
+T the terms summed (items or rows, the larger) and F the sum of every parameter's leading
+dimension (a Linear's fan-in, a LayerNorm's width, an embedding's rows: the dot-product
+lengths a first-order error can cross, an over-count), ``gamma_(T+F) sum_r |g_r|`` covers
+sigma and every ``e_r`` that is small next to ``|g_r|``. The window adds its k micro-batch
+sums (``k u sum_r |g_r|``) and scales once (``u |G|``); both sides err, hence the 2.
 
-    bound = s (2 gamma_(T+F) + k u) sum_r |g_r| + u s |G|,   s = 1/N items (1 for "sum")
+That misses the rows whose terms cancel: a key bias's gradient is a sum of terms as large
+as the attention's other gradients that add up to exactly 0 (softmax ignores a constant
+added to every key), so ``g_r`` is rounding noise, ``sum_r |g_r|`` is 1e-31, and ``e_r`` is
+1e-18. So ``e_r`` is measured: every row's gradient is evaluated again in another precision
+(``Twin``). For a float32 check the twin is float64, 2^29 times more precise, and
+``|g_r - g_r^64|`` is the float32 row's error; for a float64 check the twin is float32, and
+``(u64 / u32) |g_r^32 - g_r^64|`` estimates the float64 row's error (to first order a row's
+error is one fixed combination of its terms' magnitudes times u). The floor adds, per
+parameter, ``NOISE_FACTOR max_entries sum_r e_r / N``: the rows summed as if they all erred
+one way, the parameter's largest entry (a normwise floor, so that an entry whose measured
+error happens to be 0 is covered too), times 2 for the two sides and 2 because a
+measurement is one realization of the rounding, not its worst case:
 
-The per-row gradients are measured once per check, with one backward per row.
+    bound = s (2 gamma_(T+F) + k u) sum_r |g_r| + u s |G| + 4 s max_entries sum_r e_r,
+    s = 1/N items (1 for "sum")
+
+The first part is a proof; the floor is a measurement, and ``false_alarms.py`` measures how
+it holds (docs/equivalence.md publishes the table). The per-row gradients are measured once
+per check, with two backward passes per row.
 """
 
 from __future__ import annotations
