@@ -184,8 +184,7 @@ class CheckContext:
                 return (f"{head}: it counts every target position, padding included ({padding} targets are "
                         f"ignore_index {_IGNORE_INDEX}); count the real ones, F.count_items(targets); the big batch "
                         f"is normalized here by the {own.positions} items really there")
-            if targets.ndim >= 2 and counted - own.positions in {int((targets[:, 0] != _IGNORE_INDEX).sum()),
-                                                                 targets.shape[0]}:
+            if targets.ndim >= 2 and counted - own.positions == int((targets[:, 0] != _IGNORE_INDEX).sum()):
                 return (f"{head}, one fewer per row: the items are counted before the label shift (position 0's "
                         "label is never a target); count the shifted labels, F.count_items(targets[:, 1:]); the "
                         f"big batch is normalized here by the {own.positions} items really there")

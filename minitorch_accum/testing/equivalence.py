@@ -141,6 +141,8 @@ def _context(model_factory: Callable[[], Module], loss_fn: LossFn, batch: Any, s
              fusion: str, dtype: Any, rtol: float | None, recipe: Recipe | None, seed: int) -> CheckContext:
     if fusion not in FUSIONS:
         raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
+    if rtol is not None and not (isinstance(rtol, int | float) and rtol > 0):
+        raise ValueError(f"rtol must be positive, got {rtol!r}")
     probe = Subject(model_factory, loss_fn, batch if not isinstance(batch, list) else tuple(batch), "float64", seed)
     native = probe.native_dtype()
     notes = []

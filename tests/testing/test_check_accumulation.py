@@ -145,3 +145,19 @@ def test_rounding_bound_works_for_a_custom_module_and_holds_the_float32_gap() ->
     for name, gap in ((n, np.abs(window[n] - full[n])) for n in full):
         assert np.all(gap <= bound[name]), name
         assert np.all(bound[name] <= 1e-4 * np.max(np.abs(full[name])) + 1e-12), name  # not vacuous
+
+
+def test_rtol_is_rtol_times_each_parameters_largest_gradient_entry() -> None:
+    ids, targets = padded_tokens()
+    report = check_properties(token_model, padded_loss, (ids, targets), splits=[(1, 7)], rtol=1e-3, dtype="float64",
+                              properties=["window_equals_full_batch"])
+    model = token_model().to(dtype="float64")
+    loss, items = padded_loss(model(ids), targets)
+    grads = loss.backward()
+    for name, p in model.named_parameters():
+        largest = float(np.max(np.abs(np.asarray(grads[p]) / items)))
+        assert largest < 1 and report["window_equals_full_batch"].worst[name].tolerance == pytest.approx(1e-3 * largest)
+    assert "pass rtol=None for the rounding bound" in report["window_equals_full_batch"].why
+    for bad in (0.0, -1e-3):
+        with pytest.raises(ValueError, match="rtol must be positive"):
+            check_accumulation(token_model, padded_loss, (ids, targets), splits=[(1, 7)], rtol=bad)

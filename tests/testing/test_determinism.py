@@ -54,3 +54,27 @@ def test_a_failure_prints_the_line_that_replays_it_and_the_line_does() -> None:
 def test_the_ci_profile_draws_the_same_examples_on_every_run() -> None:
     assert settings.get_profile(CI_PROFILE).derandomize
     assert not settings.get_profile(DEV_PROFILE).derandomize
+
+
+def test_default_splits_hold_the_batch_one_row_each_up_to_32_rows_and_six_drawn_uneven_ones() -> None:
+    for rows in (2, 5, 12, 32, 33):
+        chosen = default_splits(rows)
+        assert chosen[0] == (rows,) and all(sum(s) == rows and min(s) >= 1 for s in chosen)
+        assert ((1,) * rows in chosen) == (rows <= 32)
+        drawn = chosen[2 if rows <= 32 else 1:]
+        assert all(2 <= len(s) <= 6 for s in drawn) and len(set(chosen)) == len(chosen)
+    assert len(default_splits(40)) == 7 and any(len(set(s)) > 1 for s in default_splits(40))
+    assert default_splits(1) == ((1,),)
+    for bad in (0, -3, 2.0, True):
+        with pytest.raises(ValueError, match="default_splits: rows must be a positive int"):
+            default_splits(bad)
+
+
+def test_registering_the_profiles_again_gives_the_same_settings() -> None:
+    from minitorch_accum.testing.profiles import register_profiles
+
+    register_profiles()
+    ci, dev = settings.get_profile(CI_PROFILE), settings.get_profile(DEV_PROFILE)
+    assert (ci.max_examples, dev.max_examples) == (25, 500)
+    assert ci.deadline is None and dev.deadline is None and ci.print_blob and ci.derandomize and not dev.derandomize
+    assert {"too_slow", "data_too_large"} <= {check.name for check in ci.suppress_health_check}

@@ -83,3 +83,31 @@ def test_batch_norm_is_inconclusive_per_property_and_a_recipe_without_an_arena_i
                                properties=["resume_mid_window_equals_uninterrupted"], raise_on_failure=False)
     assert skipped["resume_mid_window_equals_uninterrupted"].status == SKIPPED and not skipped.passed
     assert INEXACT == "inconclusive"
+
+
+def test_clipping_clips_to_half_the_smallest_micro_batch_share_and_resume_saves_halfway() -> None:
+    import re
+
+    import numpy as np
+
+    from minitorch_accum.nn import functional as F
+
+    x, y = batch()
+    sizes = (3, 1, 4, 4)
+    report = check_properties(Residual, summed_loss, (x, y), splits=[sizes], dtype="float64",
+                              properties=["clipping_uses_the_window_norm", "resume_mid_window_equals_uninterrupted"])
+    model = Residual().to(dtype="float64")
+    shares, start = [], 0
+    for n in sizes:
+        grads = F.cross_entropy(model(mta.tensor(x[start:start + n], dtype="float64")), y[start:start + n],
+                                reduction="sum").backward()
+        shares.append(np.sqrt(sum(float(np.sum(np.asarray(g) ** 2)) for g in grads.values())) / len(y))
+        start += n
+    scenario = report["clipping_uses_the_window_norm"].worst_parameter()[1].scenario
+    clipped = float(re.search(r"max_norm=([0-9.e-]+)", scenario).group(1))
+    assert clipped == pytest.approx(0.5 * min(shares), rel=1e-2) and min(shares) < 1
+    assert report["resume_mid_window_equals_uninterrupted"].worst_parameter()[1].scenario == \
+        "split (3, 1, 4, 4) saved after 2 of 4 micro-batches"
+    three = check_properties(Residual, summed_loss, (x, y), splits=[(5, 3, 4)],
+                             properties=["resume_mid_window_equals_uninterrupted"])
+    assert three.results[0].worst_parameter()[1].scenario == "split (5, 3, 4) saved after 1 of 3 micro-batches"

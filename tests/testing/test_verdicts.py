@@ -223,3 +223,37 @@ def test_a_report_is_green_only_when_something_compared_and_held() -> None:
     assert skipped.settle().status != PASSED
     empty = PropertyResult("e", "").settle()
     assert empty.status == SKIPPED and "nothing was compared" in empty.notes[0]
+
+
+def test_the_keyed_generator_passes_other_draws_through_and_keeps_the_dtype() -> None:
+    with keyed_draws(7, [3, 4]):
+        keyed = default_generator()
+        single = keyed.random()
+        into = np.zeros(3)
+        keyed.random(3, out=into)
+        narrow = keyed.random((2, 3), dtype=np.float32)
+        scalar_rows = keyed.random(4)
+        normal = keyed.normal(size=2)
+    assert isinstance(single, float) and np.all(into > 0) and normal.shape == (2,)
+    assert narrow.dtype == np.float32 and scalar_rows.shape == (4,)
+    with keyed_draws(7, [4]):
+        np.testing.assert_array_equal(default_generator().random((1, 3), dtype=np.float32), narrow[1:])
+
+
+def test_the_label_shift_is_named_with_left_padding_and_a_miscount_of_plain_labels_too() -> None:
+    ids, targets = padded_tokens()
+    left = np.concatenate([np.full((8, 1), -100), targets[:, :-1]], axis=1)  # 3 rows start with padding
+    left[:5] = targets[:5]
+    with pytest.raises(AccumulationMismatch, match=r"one fewer per row: the items are counted before the label "
+                                                   r"shift .*count the shifted labels, "
+                                                   r"F.count_items\(targets\[:, 1:\]\)"):
+        check_properties(token_model, counted_before_shift, (ids[:, :4], left[:, :4]), splits=[(1, 4, 3)],
+                         properties=["window_equals_full_batch"])
+
+    def one_more(output: mta.Tensor, targets: np.ndarray) -> tuple[mta.Tensor, int]:
+        return F.cross_entropy(output, targets, reduction="sum"), len(targets) + 1
+
+    with pytest.raises(AccumulationMismatch, match=r"loss_fn counts 13 items in the batch, but the loss depends on "
+                                                   r"12 positions of the output \(36 elements, 12 rows\): it divides "
+                                                   "by the wrong number"):
+        check_accumulation(Residual, one_more, batch(), splits=SPLITS)
