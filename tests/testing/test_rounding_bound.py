@@ -107,3 +107,55 @@ def test_a_model_whose_gradient_is_nan_for_one_row_micro_batches_does_not_pass()
     assert not report.passed and result.status == FAILED and result.max_gap == np.inf
     assert "split (1, 11)" in result.worst_parameter()[1].scenario
     assert any("not finite" in note for note in report.notes)
+
+
+@pytest.mark.parametrize(("loss", "reduction"), [(summed_loss, "items"), (summed_loss, "sum"),
+                                                 ("one_more", "items")])
+def test_the_bound_at_moved_parameters_is_the_bound_of_those_rows_measured_alone(loss: object, reduction: str) -> None:
+    from minitorch_accum.testing import Recipe
+    from minitorch_accum.testing.check_context import CheckContext
+
+    if loss == "one_more":
+        def loss(output: object, targets: np.ndarray) -> tuple:  # a miscount: the check counts the items itself
+            value, _ = summed_loss(output, targets)
+            return value, len(targets) + 1
+
+    x, y = batch()
+    whole = CheckContext(Subject(Residual, loss, (x, y), "float64"), ((3, 1, 4, 4),), Recipe(reduction=reduction))
+    alone = CheckContext(Subject(Residual, loss, (x[4:], y[4:]), "float64"), ((4, 4),), Recipe(reduction=reduction))
+    model = whole.subject.build()
+    moved = whole.bound_at(model, np.arange(4, 12), 2)
+    expected = alone.tolerance(2)
+    assert moved.why == expected.why and "second evaluation of every row in float32" in moved.why
+    for name, bound in expected.bounds.items():
+        np.testing.assert_array_equal(moved.bounds[name], bound)
+
+
+def test_the_step_tolerance_is_twice_the_spread_plus_each_steps_own_rounding() -> None:
+    from minitorch_accum import nn
+    from minitorch_accum.testing.training_properties import STEP_ROUNDINGS, _propagated_tolerance
+
+    def holding(*values: float) -> nn.Module:
+        layer = nn.Linear(1, 3, bias=False, dtype="float64")
+        layer.weight.data[...] = np.array([values])
+        return layer
+
+    final, plus, minus = holding(0.5, -0.25, 0.0), holding(0.5 + 1e-6, -0.25, 0.0), holding(0.5, -0.25 - 3e-6, 0.0)
+    initial = {"weight": np.array([[0.25, -1.0, 0.0]])}
+    path = {"weight": np.array([[0.5, 0.75, 0.0]])}
+    u = 2.0**-53
+    bounds = _propagated_tolerance(initial, [final, plus, minus], "float64", 3, path).bounds["weight"]
+    expected = (2.0 * np.array([[1e-6, 3e-6, 0.0]]) + 4.0 * 3 * u * np.array([[0.5, 1.0, 0.0]])
+                + STEP_ROUNDINGS * u * path["weight"])
+    np.testing.assert_allclose(bounds, expected, rtol=1e-9, atol=0)
+    assert STEP_ROUNDINGS == 16
+
+
+def test_rtol_replaces_the_derived_bound_in_the_steps_too() -> None:
+    loose = check_properties(Residual, summed_loss, batch(), splits=[(3, 1, 4, 4)], rtol=1e6,
+                             recipe=ScheduledPerMicroBatch(), properties=["steps_equal_big_batch"])
+    assert loose.passed
+    strict = check_properties(Residual, summed_loss, batch(), splits=[(3, 1, 4, 4)], rtol=1e-3,
+                              recipe=ScheduledPerMicroBatch(), properties=["steps_equal_big_batch"],
+                              raise_on_failure=False)
+    assert strict["steps_equal_big_batch"].status == FAILED
