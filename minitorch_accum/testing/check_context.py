@@ -72,7 +72,8 @@ def check_splits(splits: Any, rows: int) -> tuple[tuple[int, ...], ...]:
                         f"of such tuples; got {type(splits).__name__} {splits!r}")
     if not len(splits):
         raise ValueError(f"splits: give at least one split, {example}")
-    many = [splits] if all(not isinstance(s, Sequence | np.ndarray) for s in splits) else list(splits)
+    many = [splits] if all(isinstance(s, str) or not isinstance(s, Sequence | np.ndarray) for s in splits) \
+        else list(splits)
     checked = []
     for sizes in many:
         if isinstance(sizes, np.ndarray):

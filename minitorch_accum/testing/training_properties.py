@@ -62,9 +62,9 @@ def _step(model: Module, optimizer: Optimizer, gradient: dict[str, np.ndarray], 
 def _plain_runs(ctx: CheckContext, runs: list[Module], make: Callable[[], Optimizer], epoch: list[slice],
                 k: int) -> tuple[int, dict[str, np.ndarray]]:
     """Plain big-batch steps over the same windows: ``runs[0]`` as they are, ``runs[1]`` and ``runs[2]`` with
-    every window's gradient moved by + and - its bound and every parameter by +-2u|p| after each step (the
-    plain step's rounding of the update). Returns the steps taken and ``runs[0]``'s path length, the sum
-    over steps of |p_t - p_(t-1)|."""
+    every window's gradient moved by + and - its bound and every parameter by -+2u|p| after each step (the
+    plain step's rounding of the update, the same way the moved gradient moves it). Returns the steps taken
+    and ``runs[0]``'s path length, the sum over steps of |p_t - p_(t-1)|."""
     u = UNIT_ROUNDOFF[ctx.subject.dtype]
     optimizers = [make() for _ in runs]
     schedules = [StepLR(o.lr, 1, 0.5) for o in optimizers]
@@ -84,9 +84,9 @@ def _plain_runs(ctx: CheckContext, runs: list[Module], make: Callable[[], Optimi
                         bound = _gradient_bound(ctx, runs[0], rows, len(window), gradient)
                     gradient = {name: g + sign * bound[name] for name, g in gradient.items()}
                 _step(run, optimizer, gradient, schedule.step())
-                if sign:
+                if sign:  # the way the moved gradient moves it: a larger gradient steps further down
                     for p in run.parameters():
-                        p.data += p.data.dtype.type(sign * 2.0 * u) * np.abs(p.data)
+                        p.data -= p.data.dtype.type(sign * 2.0 * u) * np.abs(p.data)
             after = _host(runs[0])
             for name, value in after.items():
                 path[name] += np.abs(value - before[name])
@@ -108,7 +108,7 @@ def _propagated_tolerance(initial: dict[str, np.ndarray], runs: list[Module], dt
     return Tolerance(bounds, (
         f"the rounding bound propagated through the {steps} optimizer steps ({dtype}): twice the spread of the "
         "big-batch run when every window's gradient is moved by +- (its rounding bound at the step's parameters "
-        f"+ {STEP_ROUNDINGS} u |g| for the step's own roundings) and every parameter by +- 2 u |p| after each "
+        f"+ {STEP_ROUNDINGS} u |g| for the step's own roundings) and every parameter by -+ 2 u |p| after each "
         f"step, plus each step's own rounding as it stands (4 u |p| + {STEP_ROUNDINGS} u |p_t - p_(t-1)|); the runs "
         "carry the moved gradients through the optimizer "
         "(Adam's m / (sqrt(v) + eps), the decay, the momentum) and the moved parameters into the next window's "

@@ -125,3 +125,38 @@ def test_a_float32_model_is_checked_in_float32_or_the_report_says_why_not() -> N
 def test_an_unknown_property_is_refused_before_anything_runs() -> None:
     with pytest.raises(KeyError, match="no equivalence property 'window'"):
         check_properties(Residual, summed_loss, batch(), properties=["window"])
+
+
+def test_splits_that_mix_kinds_are_named() -> None:
+    assert check_splits([np.array([6, 6]), np.array([3, 9])], 12) == ((6, 6), (3, 9))
+    with pytest.raises(TypeError, match="each split is a tuple of micro-batch sizes, got 12"):
+        check_splits([(6, 6), 12], 12)
+    with pytest.raises(TypeError, match=r"micro-batch sizes must be ints, got '6' \(str\)"):
+        check_splits(("6", "6"), 12)
+
+
+def test_a_list_batch_a_float64_model_and_an_explicit_dtype_are_taken_as_they_are() -> None:
+    x, y = batch()
+    assert check_accumulation(Residual, summed_loss, [x, y], splits=[(5, 7)]).passed
+
+    def wide() -> nn.Module:
+        return nn.Sequential(nn.Linear(5, 3, dtype="float64"))
+
+    assert check_accumulation(wide, summed_loss, (x, y), splits=[(5, 7)]).dtype == "float64"
+    same = check_accumulation(Residual, summed_loss, (x, y), splits=[(5, 7)], dtype="float32")
+    assert same.dtype == "float32" and not same.notes
+
+
+def test_the_fusion_asked_for_is_the_one_accumulated_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    from minitorch_accum.testing import recipes
+
+    seen = []
+
+    class Recording(recipes.Accumulator):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            seen.append(kwargs["fusion"])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(recipes, "Accumulator", Recording)
+    check_accumulation(Residual, summed_loss, batch(), splits=[(5, 7)], fusion="none")
+    assert seen and set(seen) == {"none"}

@@ -132,3 +132,34 @@ def test_the_window_tolerance_why_gives_the_formula_with_its_numbers() -> None:
                       r"float32", why)
     assert found and int(found.group(2)) == 12 + int(found.group(3)) and found.group(1) in ("4", "5")
     assert F.count_items(batch()[1]) == 12
+
+
+def test_the_replay_of_check_properties_names_rtol_the_default_seed_and_no_default_recipe() -> None:
+    from minitorch_accum.testing import Recipe
+
+    with pytest.raises(AccumulationMismatch) as caught:
+        check_properties(Residual, summed_loss, batch(), splits=SPLITS, rtol=1e-30, recipe=Recipe(),
+                         properties=["window_equals_full_batch"])
+    assert caught.value.replay.endswith("seed=0, dtype='float32', properties=['window_equals_full_batch'], "
+                                        "rtol=1e-30)")
+
+
+def test_two_failures_give_one_also_note() -> None:
+    def one_more(output: object, targets: np.ndarray) -> tuple:
+        loss, _ = summed_loss(output, targets)
+        return loss, len(targets) + 1
+
+    with pytest.raises(AccumulationMismatch) as caught:
+        check_properties(Residual, one_more, batch(), splits=SPLITS,
+                         properties=["window_equals_full_batch", "data_parallel_equals_one_rank"])
+    assert len(caught.value.__notes__) == 1
+    assert caught.value.__notes__[0].startswith("also: data_parallel_equals_one_rank: failed; ")
+
+
+def test_the_one_window_properties_take_an_uneven_split_with_the_most_micro_batches() -> None:
+    report = check_properties(Residual, summed_loss, batch(), splits=[(3, 3, 3, 3), (5, 7), (2, 2, 8)],
+                              properties=["loss_scaling_is_invisible"])
+    assert report.results[0].worst_parameter()[1].split == (2, 2, 8)
+    two_sizes = check_properties(Residual, summed_loss, batch(), splits=[(3, 3, 3, 3), (5, 7)],
+                                 properties=["loss_scaling_is_invisible"])
+    assert two_sizes.results[0].worst_parameter()[1].split == (5, 7)

@@ -159,3 +159,32 @@ def test_rtol_replaces_the_derived_bound_in_the_steps_too() -> None:
                               recipe=ScheduledPerMicroBatch(), properties=["steps_equal_big_batch"],
                               raise_on_failure=False)
     assert strict["steps_equal_big_batch"].status == FAILED
+
+
+def test_the_perturbed_runs_step_every_window_and_move_the_opposite_ways() -> None:
+    from minitorch_accum.optim import SGD
+    from minitorch_accum.testing import Recipe
+    from minitorch_accum.testing.check_context import CheckContext, parts_of
+    from minitorch_accum.testing.training_properties import _plain_runs
+
+    trace: list[dict[str, np.ndarray]] = []
+
+    class Traced(SGD):
+        def step(self, model: object, grads: object, lr: float | None = None) -> object:
+            out = super().step(model, grads, lr=lr)
+            if model is runs[0]:
+                trace.append({n: np.asarray(p.numpy(), dtype=np.float64) for n, p in model.named_parameters()})
+            return out
+
+    ctx = CheckContext(Subject(Residual, summed_loss, batch(), "float64"), ((3, 1, 4, 4),), Recipe())
+    runs = ctx.subject.build_identical(3)
+    start = {n: np.asarray(p.numpy(), dtype=np.float64) for n, p in runs[0].named_parameters()}
+    steps, path = _plain_runs(ctx, runs, lambda: Traced(0.1), parts_of((3, 1, 4, 4)), 2)
+    assert steps == len(trace) == 2 * ctx.epochs
+    for name in start:
+        walked = sum(np.abs(b[name] - a[name]) for a, b in zip([start, *trace], trace, strict=False))
+        np.testing.assert_allclose(path[name], walked, rtol=1e-12, atol=0)
+    final, plus, minus = ({n: np.asarray(p.numpy(), dtype=np.float64) for n, p in r.named_parameters()} for r in runs)
+    for name, value in final.items():
+        up, down = plus[name] - value, minus[name] - value
+        assert np.all(up * down <= 0) and np.mean(up < 0) > 0.9 and np.mean(down > 0) > 0.9, name

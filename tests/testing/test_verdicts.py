@@ -257,3 +257,33 @@ def test_the_label_shift_is_named_with_left_padding_and_a_miscount_of_plain_labe
                                                    r"12 positions of the output \(36 elements, 12 rows\): it divides "
                                                    "by the wrong number"):
         check_accumulation(Residual, one_more, batch(), splits=SPLITS)
+
+
+@pytest.mark.parametrize("rows", [4, 13])
+def test_batch_norm_keeps_the_default_splits_of_two_items_or_more_and_a_half_split(rows: int) -> None:
+    from minitorch_accum.testing import default_splits
+
+    def with_batch_norm() -> nn.Module:
+        return nn.Sequential(nn.Linear(5, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 3))
+
+    x, y = batch(rows)
+    report = check_accumulation(with_batch_norm, summed_loss, (x, y), allow_inconclusive=True)
+    half = (rows // 2, rows - rows // 2)
+    assert report.splits == tuple(dict.fromkeys([*(s for s in default_splits(rows) if min(s) >= 2), half]))
+
+
+def test_the_rows_that_interact_are_named_by_the_parameter_furthest_over_the_bound() -> None:
+    from minitorch_accum.testing.check_context import CheckContext
+    from minitorch_accum.testing.parameter_bound import parameter_walk_bound
+    from minitorch_accum.testing.subject import Subject
+
+    ctx = CheckContext(Subject(Centered, summed_loss, batch(), "float64"), ((3, 1, 4, 4),))
+    (reason,) = ctx.inexact()
+    magnitudes = ctx.magnitudes()
+    summed = ctx.subject.reference_gradient(ctx.subject.build(), reduction="sum")
+    bound = parameter_walk_bound(magnitudes, 12, "float64", "sum")
+    ratios = {name: bound.excess(name, np.abs(total - summed[name])) for name, total in magnitudes.total.items()}
+    name, (ratio, gap, _) = max(ratios.items(), key=lambda item: item[1][0])
+    assert f"the whole batch's gradient of {name!r} differs from the sum of its rows' by {gap:.3e}, {ratio:.3g} " \
+           "times the rounding bound" in reason
+    assert ctx.inexact(random_only=True) == []
