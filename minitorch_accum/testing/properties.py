@@ -14,8 +14,10 @@ faulty recipes through them.
 | ``data_parallel_equals_one_rank`` | R ranks x k equal one process with R*k micro-batches |
 | ``item_count_matches_the_loss`` | ``loss_fn`` counts the items its summed loss sums (what no comparison can see) |
 
-Models that cannot match the big batch by nature (training-mode BatchNorm, active dropout)
-are reported "not expected to be equal", with the gap measured, instead of failing.
+Models that cannot match the big batch by nature (training-mode BatchNorm, rows that interact,
+a forward random beyond what the check can key to items) make a property *inconclusive*, with
+the gap measured and the reason named; an inconclusive property fails the check unless the
+caller allows it. Dropout is compared under masks that follow the items.
 """
 
 from __future__ import annotations

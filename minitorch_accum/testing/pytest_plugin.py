@@ -11,7 +11,9 @@ suite can write:
         accumulation_equivalence(make_model, loss_fn, (x, y))
 
 The marker's keywords are the fixture's defaults for that test (any keyword of
-``check_properties``); ``pytest -m accumulation`` selects the marked tests. Loading the plugin
+``check_properties``: ``dtype``, ``splits``, ``properties``, ``seed``, ``allow_inconclusive``...);
+``pytest -m accumulation`` selects the marked tests. The splits are the same on every run, and a
+failure ends with the ``replay:`` line that reruns it. Loading the plugin
 also registers the hypothesis profiles ``minitorch_accum-ci`` and ``minitorch_accum-dev``
 (``pytest --hypothesis-profile=minitorch_accum-ci``). To run a suite without it:
 ``pytest -p no:minitorch_accum``.
@@ -65,7 +67,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.import_plugin("minitorch_accum.testing.torch.pytest_fixture")
     config.addinivalue_line("markers", f"{MARKER}(**options): a gradient-accumulation equivalence test; the "
                                        "options are the accumulation_equivalence fixture's defaults "
-                                       "(dtype=, splits=, properties=, rtol=, reduction=, fusion=)")
+                                       "(dtype=, splits=, properties=, seed=, allow_inconclusive=, rtol=, "
+                                       "reduction=, fusion=)")
 
 
 @pytest.fixture

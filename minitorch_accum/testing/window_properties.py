@@ -42,7 +42,7 @@ def window_equals_full_batch(ctx: CheckContext) -> PropertyResult:
         for steps, kind in ((len(sizes), "a full window"), (len(sizes) + 1, "a partial window")):
             source = ctx.recipe.window(ctx.subject, model, parts, steps)
             result.compare(gradient_arrays(source, model), expected, tolerance,
-                           f"split {sizes} in {kind} (k={steps})")
+                           f"split {sizes} in {kind} (k={steps})", split=sizes)
     return result.settle(ctx.inexact())
 
 
@@ -77,7 +77,7 @@ def clipping_uses_the_window_norm(ctx: CheckContext) -> PropertyResult:
     source = ctx.recipe.window(subject, model, parts, len(parts), max_norm=max_norm)
     ctx.recipe.clip(source, max_norm)
     result.compare(gradient_arrays(source, model), expected, tolerance,
-                   f"split {sizes} clipped to max_norm={max_norm:.3g} (window norm {full_norm:.3g})")
+                   f"split {sizes} clipped to max_norm={max_norm:.3g} (window norm {full_norm:.3g})", split=sizes)
     return result.settle(ctx.inexact())
 
 
@@ -93,7 +93,7 @@ def loss_scaling_is_invisible(ctx: CheckContext) -> PropertyResult:
                                loss_scaler=DynamicLossScaler(init_scale=_LOSS_SCALE))
     result.compare(gradient_arrays(scaled, model), plain,
                    _exact(plain, "bit-identical: multiplying by a power of two and by its inverse rounds nothing"),
-                   f"split {sizes} under a loss scale of {_LOSS_SCALE:g}")
+                   f"split {sizes} under a loss scale of {_LOSS_SCALE:g}", split=sizes)
     return result.settle(ctx.inexact(random_only=True))
 
 
@@ -123,5 +123,5 @@ def resume_mid_window_equals_uninterrupted(ctx: CheckContext) -> PropertyResult:
     result.compare(gradient_arrays(resumed, fresh), uninterrupted,
                    _exact(uninterrupted, "bit-identical: the sums, counters and flags are saved exactly and the "
                                          "remaining micro-batches run the same arithmetic"),
-                   f"split {sizes} saved after {stop} of {len(parts)} micro-batches")
+                   f"split {sizes} saved after {stop} of {len(parts)} micro-batches", split=sizes)
     return result.settle(ctx.inexact(random_only=True))

@@ -71,3 +71,40 @@ def test_learner_callbacks_run_on_every_rank_with_the_same_record_and_parameters
         assert rec0["loss"] == rec1["loss"]
         for name in params0:
             np.testing.assert_array_equal(params0[name], params1[name])
+
+
+def test_every_rank_adds_the_deposits_in_rank_order_not_from_its_own() -> None:
+    """1e16 + 1 - 1e16 in rank order is 0 (the 1 is absorbed); a rank starting from its own deposit
+    (right for 2 ranks, wrong for 3) would get 1."""
+
+    def rank(comm: ThreadCommunicator) -> np.ndarray:
+        values = np.array([[1e16], [1.0], [-1e16]])[comm.rank].copy()
+        comm.allreduce(values)
+        return values
+
+    assert [float(v[0]) for v in run_ranks(3, rank)] == [0.0, 0.0, 0.0]
+
+
+def test_reduce_scatter_and_allgather_leave_what_they_were_given_alone() -> None:
+    def rank(comm: ThreadCommunicator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        given = np.arange(4, dtype=np.float64).reshape(2, 2) * (comm.rank + 1)
+        shard = np.empty(2)
+        comm.reduce_scatter(given, shard)
+        gathered = np.empty((2, 2))
+        comm.allgather(np.array([[comm.rank, 5.0]]), gathered)
+        return given, shard, gathered
+
+    for r, (given, shard, gathered) in enumerate(run_ranks(2, rank)):
+        np.testing.assert_array_equal(given, np.arange(4).reshape(2, 2) * (r + 1))
+        np.testing.assert_array_equal(shard, (np.arange(4) * 3.0)[2 * r:2 * r + 2])
+        np.testing.assert_array_equal(gathered, [[0, 5], [1, 5]])
+
+
+def test_run_ranks_names_its_threads_runs_one_rank_and_refuses_no_rank() -> None:
+    import threading
+
+    assert run_ranks(1, lambda comm: (comm.rank, comm.world_size, threading.current_thread().name)) == [
+        (0, 1, "rank-0")]
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match=f"run_ranks: world_size must be a positive int, got {bad!r}"):
+            run_ranks(bad, lambda comm: None)

@@ -1,0 +1,162 @@
+"""Every mistake a tester makes calling the check is named: the argument, what was wrong, the fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minitorch_accum as mta
+from minitorch_accum import nn
+from minitorch_accum.testing import check_accumulation, check_properties
+from minitorch_accum.testing.check_context import check_splits
+from minitorch_accum.testing.subject import Subject
+from tests.testing.models import Residual, batch, summed_loss
+
+
+class Unseeded(nn.Module):
+    """A newcomer's model: no seed anywhere."""
+
+    def __init__(self) -> None:
+        self.a, self.b = nn.Linear(5, 6), nn.Linear(6, 3)
+
+    def forward(self, x: mta.Tensor) -> mta.Tensor:
+        return self.b(self.a(x).tanh())
+
+
+def test_an_unseeded_class_is_checked_and_the_callers_random_stream_is_left_alone() -> None:
+    mta.manual_seed(123)
+    expected = mta.manual_seed(123).random(3)
+    mta.manual_seed(123)
+    report = check_accumulation(Unseeded, summed_loss, batch(), splits=[(5, 7)])
+    assert report.passed
+    np.testing.assert_array_equal(mta.backend.default_generator().random(3), expected)
+
+
+def test_an_instance_for_a_factory_is_named() -> None:
+    with pytest.raises(TypeError, match=r"model_factory: got a Residual instance, not a function that builds one.*"
+                                        r"Residual or lambda: Residual\(\.\.\.\)"):
+        check_accumulation(Residual(), summed_loss, batch())
+
+
+def test_a_factory_returning_one_instance_or_shared_layers_is_refused() -> None:
+    model = Residual()
+    with pytest.raises(ValueError, match=r"returned the same Residual object twice.*not lambda: model"):
+        check_properties(lambda: model, summed_loss, batch())
+    shared = nn.Linear(5, 3)
+    with pytest.raises(ValueError, match=r"share parameter objects \(0.weight, 0.bias\)"):
+        check_accumulation(lambda: nn.Sequential(shared), summed_loss, batch())
+
+
+def test_a_factory_building_another_architecture_or_drawing_elsewhere_is_named() -> None:
+    widths = iter(range(3, 100))
+    with pytest.raises(ValueError, match=r"two different architectures: '0.weight' is \(5, \d+\) in one and "
+                                         r"\(5, \d+\) in the other"):
+        check_accumulation(lambda: nn.Sequential(nn.Linear(5, next(widths)), nn.Linear(next(widths), 3)),
+                           summed_loss, batch())
+    numpy_global = np.random.default_rng()
+
+    def elsewhere() -> nn.Module:
+        model = nn.Sequential(nn.Linear(5, 3))
+        model[0].weight.data[...] = numpy_global.normal(size=(5, 3))
+        return model
+
+    with pytest.raises(ValueError, match=r"parameters differ \(0.weight\) although the check seeds .*seed=0.*"
+                                         "another source"):
+        check_accumulation(elsewhere, summed_loss, batch())
+
+
+@pytest.mark.parametrize(("splits", "error", "message"), [
+    (24, TypeError, r"splits: give micro-batch sizes summing to the batch's 12 rows, e.g. \(6, 6\).*got int 24"),
+    ((6.0, 6.0), TypeError, r"micro-batch sizes must be ints, got 6.0 \(a float\) in \(6.0, 6.0\)"),
+    ([(6, 6), (6.5, 5.5)], TypeError, r"got 6.5 \(a float\)"),
+    ((13, -1), ValueError, r"must be positive, got -1"),
+    ((5, 5), ValueError, r"\(5, 5\) covers 10 rows, the batch holds 12"),
+    ((), ValueError, "give at least one split"),
+    ("6,6", TypeError, "got str '6,6'"),
+    ([()], ValueError, "an empty split"),
+])
+def test_splits_of_the_wrong_type_or_size_are_named(splits: object, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        check_splits(splits, 12)
+
+
+def test_numpy_splits_are_taken() -> None:
+    assert check_splits(np.array([6, 6]), 12) == ((6, 6),)
+    assert check_splits(np.array([[6, 6], [3, 9]]), 12) == ((6, 6), (3, 9))
+    assert check_splits([np.int64(4), np.int64(8)], 12) == ((4, 8),)
+    assert check_accumulation(Residual, summed_loss, batch(), splits=np.array([5, 7])).splits == ((5, 7),)
+
+
+def test_batches_that_cannot_be_split_are_named() -> None:
+    x, y = batch()
+    with pytest.raises(TypeError, match=r"batch: a dict \('input_ids', 'labels'\) is not a pair.*batch\['labels'\]"):
+        check_accumulation(Residual, summed_loss, {"input_ids": x, "labels": y})
+    with pytest.raises(ValueError, match=r"batch: it holds 0 rows \(shapes \[\(0, 5\), \(0,\)\]\)"):
+        check_accumulation(Residual, summed_loss, (x[:0], y[:0]))
+    with pytest.raises(ValueError, match=r"batch: it holds 1 row .*at least 2 rows"):
+        check_accumulation(Residual, summed_loss, (x[:1], y[:1]))
+    with pytest.raises(TypeError, match=r"batch must be a pair .* got tuple of 3"):
+        check_accumulation(Residual, summed_loss, (x, y, y))
+    with pytest.raises(TypeError, match="batch: targets is int 3"):
+        Subject(Residual, summed_loss, (x, 3))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.dtype("float32"), mta.float32, "float32"])
+def test_dtype_objects_are_read_and_a_non_float_is_named(dtype: object) -> None:
+    assert check_accumulation(Residual, summed_loss, batch(), splits=[(5, 7)], dtype=dtype).dtype == "float32"
+    with pytest.raises(TypeError, match=r"dtype: <class 'numpy.int32'> is not a float dtype; give one of float64"):
+        check_accumulation(Residual, summed_loss, batch(), dtype=np.int32)
+
+
+def test_a_float32_model_is_checked_in_float32_or_the_report_says_why_not() -> None:
+    report = check_accumulation(Residual, summed_loss, batch(), splits=[(5, 7)])
+    assert report.dtype == "float32" and not report.notes
+    asked = check_accumulation(Residual, summed_loss, batch(), splits=[(5, 7)], dtype="float64")
+    assert asked.dtype == "float64"
+    assert any("the model's parameters are float32; checked in float64 as dtype= asks" in n for n in asked.notes)
+
+    def mixed() -> nn.Module:
+        return nn.Sequential(nn.Linear(5, 4, dtype="float64"), nn.Linear(4, 3, dtype="float32"))
+
+    with pytest.raises(TypeError, match="several float dtypes; pass the one to check"):
+        check_accumulation(mixed, summed_loss, batch())
+
+
+def test_an_unknown_property_is_refused_before_anything_runs() -> None:
+    with pytest.raises(KeyError, match="no equivalence property 'window'"):
+        check_properties(Residual, summed_loss, batch(), properties=["window"])
+
+
+def test_splits_that_mix_kinds_are_named() -> None:
+    assert check_splits([np.array([6, 6]), np.array([3, 9])], 12) == ((6, 6), (3, 9))
+    with pytest.raises(TypeError, match="each split is a tuple of micro-batch sizes, got 12"):
+        check_splits([(6, 6), 12], 12)
+    with pytest.raises(TypeError, match=r"micro-batch sizes must be ints, got '6' \(str\)"):
+        check_splits(("6", "6"), 12)
+
+
+def test_a_list_batch_a_float64_model_and_an_explicit_dtype_are_taken_as_they_are() -> None:
+    x, y = batch()
+    assert check_accumulation(Residual, summed_loss, [x, y], splits=[(5, 7)]).passed
+
+    def wide() -> nn.Module:
+        return nn.Sequential(nn.Linear(5, 3, dtype="float64"))
+
+    assert check_accumulation(wide, summed_loss, (x, y), splits=[(5, 7)]).dtype == "float64"
+    same = check_accumulation(Residual, summed_loss, (x, y), splits=[(5, 7)], dtype="float32")
+    assert same.dtype == "float32" and not same.notes
+
+
+def test_the_fusion_asked_for_is_the_one_accumulated_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    from minitorch_accum.testing import recipes
+
+    seen = []
+
+    class Recording(recipes.Accumulator):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            seen.append(kwargs["fusion"])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(recipes, "Accumulator", Recording)
+    check_accumulation(Residual, summed_loss, batch(), splits=[(5, 7)], fusion="none")
+    assert seen and set(seen) == {"none"}

@@ -1,0 +1,190 @@
+"""The derived bound never cries wolf where the true gradient cancels (an attention key bias, in
+float64 and float32, window and optimizer steps), stays tight enough to catch the bugs, and a
+NaN gap is never within it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minitorch_accum.testing import check_properties
+from minitorch_accum.testing.bug_recipes import Float32Accumulator, MeanOfMicroBatchMeans, ScheduledPerMicroBatch
+from minitorch_accum.testing.false_alarm_corpus import FAMILIES
+from minitorch_accum.testing.parameter_bound import RowMagnitudes, Tolerance, Twin, parameter_walk_bound
+from minitorch_accum.testing.property_results import FAILED, PASSED, PropertyResult
+from minitorch_accum.testing.subject import Subject
+from tests.testing.models import Residual, batch, summed_loss
+
+ATTENTION = FAMILIES["attention_key_bias"]
+
+
+def attention_batch() -> tuple[np.ndarray, np.ndarray]:
+    return ATTENTION.batch(3, 13)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_an_attention_key_bias_whose_gradient_cancels_passes_every_property(dtype: str) -> None:
+    """Issue 26 measured 'k.bias' differs by 1.388e-18 (tolerance 2.653e-32): per-row gradients are
+    rounding noise there, so a bound built from them alone is 1e-31."""
+    report = check_properties(ATTENTION.factory, ATTENTION.loss_fn, attention_batch(), splits=[(1, 4, 2, 6)],
+                              dtype=dtype)
+    assert all(r.status == PASSED for r in report.results), str(report)
+    window = report["window_equals_full_batch"].worst["k.bias"]
+    assert window.gap > 0  # the two sides really differ there
+    # not vacuous: far below what a normalization bug moves (1e-3 of the gradient and more)
+    assert window.tolerance < (1e-15 if dtype == "float64" else 1e-6)
+    assert "second evaluation of every row" in report["window_equals_full_batch"].why
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_same_attention_model_still_catches_the_bugs(dtype: str) -> None:
+    data = attention_batch()
+    for recipe, name in ((MeanOfMicroBatchMeans(), "window_equals_full_batch"),
+                         (ScheduledPerMicroBatch(), "steps_equal_big_batch")):
+        report = check_properties(ATTENTION.factory, ATTENTION.loss_fn, data, splits=[(1, 4, 2, 6)], dtype=dtype,
+                                  recipe=recipe, properties=[name], raise_on_failure=False)
+        worst = report[name].worst_parameter()[1]
+        assert report[name].status == FAILED and worst.ratio > 100, str(report)
+
+
+def test_the_floor_is_each_rows_error_measured_by_a_second_evaluation() -> None:
+    subject = Subject(ATTENTION.factory, ATTENTION.loss_fn, attention_batch(), "float64")
+    twin_subject = Subject(ATTENTION.factory, ATTENTION.loss_fn, attention_batch(), "float32")
+    model, twin = subject.build(), twin_subject.build()
+    plain = RowMagnitudes.measure(model, lambda rows: subject.loss(model, rows), subject.rows)
+    measured = RowMagnitudes.measure(model, lambda rows: subject.loss(model, rows), subject.rows,
+                                     twin=Twin(twin, lambda rows: twin_subject.loss(twin, rows), "float32", 2.0**-29))
+    assert plain.noise is None and measured.noise is not None
+    assert np.all(measured.noise["k.bias"] > 0)
+    without, with_floor = (parameter_walk_bound(m, 4, "float64").bounds["k.bias"] for m in (plain, measured))
+    assert np.all(with_floor > 100 * without)
+    assert np.all(with_floor < 1e-14)
+
+
+def test_float32_adamw_steps_on_a_tiny_lm_pass_within_the_propagated_bound() -> None:
+    """Issue 26: float32 AdamW, 'qkv.weight' differs by 1.634e-05 (tolerance 4.670e-06)."""
+    lm = FAMILIES["tiny_lm_fused_qkv_tied"]
+    report = check_properties(lm.factory, lm.loss_fn, lm.batch(5, 12), splits=[(3, 1, 5, 3)], dtype="float32",
+                              properties=["steps_equal_big_batch"])
+    result = report["steps_equal_big_batch"]
+    assert result.status == PASSED and result.max_gap > 0
+    assert "propagated through the" in result.why and "m / (sqrt(v) + eps)" in result.why
+    scheduled = check_properties(lm.factory, lm.loss_fn, lm.batch(5, 12), splits=[(3, 1, 5, 3)], dtype="float32",
+                                 properties=["steps_equal_big_batch"], recipe=ScheduledPerMicroBatch(),
+                                 raise_on_failure=False)
+    assert scheduled["steps_equal_big_batch"].status == FAILED
+
+
+def test_the_museums_float32_accumulator_fails_the_steps_property() -> None:
+    """A step tolerance loosened from sqrt(u) to u^(1/4) let this pass (issue 26, item 7)."""
+    report = check_properties(Residual, summed_loss, batch(), splits=[(3, 1, 4, 4)], dtype="float64",
+                              recipe=Float32Accumulator(), properties=["steps_equal_big_batch"],
+                              raise_on_failure=False)
+    result = report["steps_equal_big_batch"]
+    assert result.status == FAILED and result.worst_parameter()[1].ratio > 1e3
+
+
+def test_a_nan_gap_is_never_within_the_tolerance() -> None:
+    expected = {"w": np.array([1.0, 2.0])}
+    for bound in (np.array([1e-3, 1e-3]), np.array([np.nan, 1e-3]), np.array([np.inf, np.inf])):
+        result = PropertyResult("p", "claim")
+        result.compare({"w": np.array([np.nan, 2.0])}, expected, Tolerance({"w": bound}, "why"), "scenario")
+        assert result.settle().status == FAILED and result.max_gap == np.inf
+        assert result.worst["w"].gap == np.inf and result.worst["w"].ratio == np.inf
+    nan_bound = PropertyResult("p", "claim")
+    nan_bound.compare({"w": np.array([1.0, 2.0 + 1e-9])}, expected, Tolerance({"w": np.full(2, np.nan)}, "why"), "s")
+    assert nan_bound.settle().status == FAILED
+
+
+def test_a_model_whose_gradient_is_nan_for_one_row_micro_batches_does_not_pass() -> None:
+    def nan_alone(output: object, targets: np.ndarray) -> tuple:
+        loss, items = summed_loss(output, targets)
+        return loss * (np.nan if len(targets) == 1 else 1.0), items
+
+    report = check_properties(Residual, nan_alone, batch(), splits=[(1, 11), (6, 6)],
+                              properties=["window_equals_full_batch"], raise_on_failure=False)
+    result = report["window_equals_full_batch"]
+    assert not report.passed and result.status == FAILED and result.max_gap == np.inf
+    assert "split (1, 11)" in result.worst_parameter()[1].scenario
+    assert any("not finite" in note for note in report.notes)
+
+
+@pytest.mark.parametrize(("loss", "reduction"), [(summed_loss, "items"), (summed_loss, "sum"),
+                                                 ("one_more", "items")])
+def test_the_bound_at_moved_parameters_is_the_bound_of_those_rows_measured_alone(loss: object, reduction: str) -> None:
+    from minitorch_accum.testing import Recipe
+    from minitorch_accum.testing.check_context import CheckContext
+
+    if loss == "one_more":
+        def loss(output: object, targets: np.ndarray) -> tuple:  # a miscount: the check counts the items itself
+            value, _ = summed_loss(output, targets)
+            return value, len(targets) + 1
+
+    x, y = batch()
+    whole = CheckContext(Subject(Residual, loss, (x, y), "float64"), ((3, 1, 4, 4),), Recipe(reduction=reduction))
+    alone = CheckContext(Subject(Residual, loss, (x[4:], y[4:]), "float64"), ((4, 4),), Recipe(reduction=reduction))
+    model = whole.subject.build()
+    moved = whole.bound_at(model, np.arange(4, 12), 2)
+    expected = alone.tolerance(2)
+    assert moved.why == expected.why and "second evaluation of every row in float32" in moved.why
+    for name, bound in expected.bounds.items():
+        np.testing.assert_array_equal(moved.bounds[name], bound)
+
+
+def test_the_step_tolerance_is_twice_the_spread_plus_each_steps_own_rounding() -> None:
+    from minitorch_accum import nn
+    from minitorch_accum.testing.training_properties import STEP_ROUNDINGS, _propagated_tolerance
+
+    def holding(*values: float) -> nn.Module:
+        layer = nn.Linear(1, 3, bias=False, dtype="float64")
+        layer.weight.data[...] = np.array([values])
+        return layer
+
+    final, plus, minus = holding(0.5, -0.25, 0.0), holding(0.5 + 1e-6, -0.25, 0.0), holding(0.5, -0.25 - 3e-6, 0.0)
+    initial = {"weight": np.array([[0.25, -1.0, 0.0]])}
+    path = {"weight": np.array([[0.5, 0.75, 0.0]])}
+    u = 2.0**-53
+    bounds = _propagated_tolerance(initial, [final, plus, minus], "float64", 3, path).bounds["weight"]
+    expected = (2.0 * np.array([[1e-6, 3e-6, 0.0]]) + 4.0 * 3 * u * np.array([[0.5, 1.0, 0.0]])
+                + STEP_ROUNDINGS * u * path["weight"])
+    np.testing.assert_allclose(bounds, expected, rtol=1e-9, atol=0)
+    assert STEP_ROUNDINGS == 16
+
+
+def test_rtol_replaces_the_derived_bound_in_the_steps_too() -> None:
+    loose = check_properties(Residual, summed_loss, batch(), splits=[(3, 1, 4, 4)], rtol=1e6,
+                             recipe=ScheduledPerMicroBatch(), properties=["steps_equal_big_batch"])
+    assert loose.passed
+    strict = check_properties(Residual, summed_loss, batch(), splits=[(3, 1, 4, 4)], rtol=1e-3,
+                              recipe=ScheduledPerMicroBatch(), properties=["steps_equal_big_batch"],
+                              raise_on_failure=False)
+    assert strict["steps_equal_big_batch"].status == FAILED
+
+
+def test_the_perturbed_runs_step_every_window_and_move_the_opposite_ways() -> None:
+    from minitorch_accum.optim import SGD
+    from minitorch_accum.testing import Recipe
+    from minitorch_accum.testing.check_context import CheckContext, parts_of
+    from minitorch_accum.testing.training_properties import _plain_runs
+
+    trace: list[dict[str, np.ndarray]] = []
+
+    class Traced(SGD):
+        def step(self, model: object, grads: object, lr: float | None = None) -> object:
+            out = super().step(model, grads, lr=lr)
+            if model is runs[0]:
+                trace.append({n: np.asarray(p.numpy(), dtype=np.float64) for n, p in model.named_parameters()})
+            return out
+
+    ctx = CheckContext(Subject(Residual, summed_loss, batch(), "float64"), ((3, 1, 4, 4),), Recipe())
+    runs = ctx.subject.build_identical(3)
+    start = {n: np.asarray(p.numpy(), dtype=np.float64) for n, p in runs[0].named_parameters()}
+    steps, path = _plain_runs(ctx, runs, lambda: Traced(0.1), parts_of((3, 1, 4, 4)), 2)
+    assert steps == len(trace) == 2 * ctx.epochs
+    for name in start:
+        walked = sum(np.abs(b[name] - a[name]) for a, b in zip([start, *trace], trace, strict=False))
+        np.testing.assert_allclose(path[name], walked, rtol=1e-12, atol=0)
+    final, plus, minus = ({n: np.asarray(p.numpy(), dtype=np.float64) for n, p in r.named_parameters()} for r in runs)
+    for name, value in final.items():
+        up, down = plus[name] - value, minus[name] - value
+        assert np.all(up * down <= 0) and np.mean(up < 0) > 0.9 and np.mean(down > 0) > 0.9, name
