@@ -235,6 +235,9 @@ SETTINGS: tuple[Setting, ...] = (
             flag="--resume", commands=("train",)),
     Setting("overwrite", Flag(), False, "start afresh in an --out that already holds a run (its files are replaced)",
             target="command", resume=True, flag="--overwrite", commands=("train",)),
+    Setting("replay", Flag(), True, "capture a micro-batch's forward and backward once and replay them for the next "
+            "micro-batches of the same shapes, without the model's Python (bit for bit the eager gradients); "
+            "--no-replay runs every micro-batch eagerly", resume=True, flag="--replay", commands=_ALL),
     Setting("threads", _MAYBE_POSITIVE, None, "threads of NumPy's and SciPy's BLAS, the native kernels and any "
             "OpenMP pool (default: MTA_THREADS, else the CPUs less the load average, at least 1)",
             target="command", resume=True, flag="--threads", commands=_ALL),
@@ -273,8 +276,9 @@ def add_options(parser: argparse.ArgumentParser, command: str, defaults: Mapping
         if row.flag is None or command not in row.commands:
             continue
         default = row.command_default(command, defaults)
-        if isinstance(row.kind, Flag):
-            parser.add_argument(row.flag, dest=row.name, action="store_true", help=row.help)
+        if isinstance(row.kind, Flag):  # a setting on by default is turned off by --no-<name>
+            action = argparse.BooleanOptionalAction if default else "store_true"
+            parser.add_argument(row.flag, dest=row.name, action=action, default=default, help=row.help)
             continue
         kind = row.kind.kind if isinstance(row.kind, Optional) else row.kind
         choices = kind.values if isinstance(kind, Choice) else None
