@@ -171,15 +171,12 @@ class Recorder:
         if edge.node is not None:
             index = self._tensor_index(tensor)
             if index is None or not _RESULT <= index < _CONSTANT:
-                raise CaptureRefusedError("an input that requires grad was made by ops outside this call: pass it as "
-                                          "an argument that is a leaf (detach it), or compute it inside")
+                raise _foreign(tensor)
             node = index - _RESULT
         elif edge.leaf is not None:
             leaf = self._tensor_index(tensor)
             if leaf is None or leaf >= self._leaves:
-                raise CaptureRefusedError(f"an input of shape {tensor.shape} requires grad but is neither a tensor of "
-                                          "the model nor an argument: a replay could not tell whether it is the same "
-                                          "one; pass it as an argument")
+                raise _foreign(tensor)
         return EdgeSpec(edge.requires_grad, edge.shape, edge.dtype, edge.backend, node, leaf)
 
     # ------------------------------------------------------------------ where arrays come from
@@ -189,9 +186,7 @@ class Recorder:
         if index is not None:
             return index
         if tensor.requires_grad:
-            raise CaptureRefusedError(f"an input of shape {tensor.shape} requires grad but is neither a tensor of the "
-                                      "model, an argument, nor the result of an op of this call: pass it as an "
-                                      "argument")
+            raise _foreign(tensor)
         index = _CONSTANT + len(self.constants)
         self.constants.append(tensor.data)
         self.constant_tensors.append(tensor)
@@ -234,6 +229,16 @@ class Recorder:
                           self.constant_tensors, self.steps, _map_template(template, renumber))
         _plan_lifetimes(program)
         return program
+
+
+def _foreign(tensor: TensorBase) -> CaptureRefusedError:
+    """What to say of an input that requires grad and that the call did not get or make."""
+    if tensor._node is not None:
+        return CaptureRefusedError(f"an input of shape {tensor.shape} that requires grad was made by ops outside "
+                                   "this call: compute it inside, or pass it as an argument (a leaf: detach it)")
+    return CaptureRefusedError(f"an input of shape {tensor.shape} requires grad but is neither a tensor of the model "
+                               "nor an argument: a replay could not tell whether it is the same one next time; "
+                               "pass it as an argument")
 
 
 def _weakly(array: Any) -> Any:

@@ -93,8 +93,8 @@ def flatten_arguments(args: tuple[Any, ...]) -> tuple[list[Any], tuple[Any, ...]
             return (3, type(value), tuple([key_of(v) for v in value]))
         if isinstance(value, dict) and all(isinstance(k, str) for k in value):
             return (4, tuple([(k, key_of(v)) for k, v in value.items()]))
-        raise _UnkeyableError(f"an argument is a {type(value).__name__}, which a guard cannot compare: pass Tensors, "
-                         "arrays, numbers or strings (in tuples, lists or dicts)")
+        raise _UnkeyableError(f"an argument of type {type(value).__name__} is not one a guard can compare: pass "
+                              "Tensors, arrays, numbers or strings (in tuples, lists or dicts)")
 
     key = tuple([key_of(a) for a in args])
     return found, key
@@ -180,8 +180,8 @@ class Replay:
     # ------------------------------------------------------------------ capture
     def _capture(self, key: Any, entry: _Entry | None, args: tuple[Any, ...], members: list[Any],
                  arguments: list[Any], state: tuple[Any, ...]) -> Any:
-        """Run ``fn`` eagerly, recorded; the first capture of ``key`` is kept, a second one compared with it."""
-        self._entries.pop(key, None)  # a call that raises leaves nothing behind: the next one starts over
+        """Run ``fn`` eagerly, recorded; the first capture of ``key`` is kept, a second one compared with
+        it. A call that raises changes nothing: the next call of its key does what this one would have."""
         recorder = Recorder(members, arguments)
         arrays = [_array(m) for m in members]
         token = CAPTURING.set(recorder)

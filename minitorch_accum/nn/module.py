@@ -240,7 +240,11 @@ class Module:
                 seen.add(id(value))
                 state.append(value.training)
                 if kind._members is own:
-                    stack.extend(vars(value).values())
+                    attributes = vars(value)
+                    if "training" in attributes:  # set by train()/eval(): counted above, as when a class default
+                        stack.extend([v for k, v in attributes.items() if k != "training"])
+                    else:
+                        stack.extend(attributes.values())
                 else:  # a container names its members itself
                     stack.extend([member for _, member in value._members()])
             elif isinstance(value, Tensor | np.ndarray):

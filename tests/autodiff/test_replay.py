@@ -1,0 +1,438 @@
+"""Capture and replay (autodiff/replay.py): what a replayed call does as an eager one would, the
+guards that decide when it may replay, and the faults graph reuse had, each refused here.
+
+Graph reuse, which this replaced, accepted an optimizer step between a replayed forward and its
+backward, doubled a gradient after an in-place edit of a weight, sent an alternating input's
+gradient to the other weight, replayed a stale tensor instead of raising, kept every replaced
+layer alive, and turned itself off for good after one forward that raised or had no backward.
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+import weakref
+from typing import Any
+
+import numpy as np
+import pytest
+
+import minitorch_accum as mta
+from minitorch_accum import nn, optim
+from minitorch_accum.accum import Accumulator, MeanLossError
+from minitorch_accum.autodiff import GraphFreedError, InPlaceModificationError, Replay, capture, detect_raw_writes
+from minitorch_accum.nn import functional as F
+
+
+class Switch(nn.Module):
+    """Two Linears and a branch the module's state chooses."""
+
+    def __init__(self, seed: int = 3) -> None:
+        mta.manual_seed(seed)
+        self.first = nn.Linear(6, 5, dtype="float64")
+        self.second = nn.Linear(5, 4, dtype="float64")
+        self.gelu = True
+
+    def forward(self, x: mta.Tensor) -> mta.Tensor:
+        h = self.first(x)
+        return self.second(h.gelu() if self.gelu else h.tanh())
+
+
+def _x(rows: int = 3, seed: int = 0) -> mta.Tensor:
+    return mta.tensor(np.random.default_rng(seed).normal(size=(rows, 6)))
+
+
+def _grads(model: nn.Module, loss: mta.Tensor) -> dict[str, np.ndarray]:
+    grads = loss.backward()
+    return {n: np.array(grads[p]) for n, p in model.named_parameters() if p in grads}
+
+
+def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name
+
+
+def _replaying(model: nn.Module, **options: Any) -> Replay:
+    """A replay of ``model(x).sum()`` that has replayed once already."""
+    step = capture(lambda x: model(x).sum(), model, **options)
+    for seed in range(3):
+        _grads(model, step(_x(seed=seed)))
+    assert step.last is not None and step.last.outcome == "replayed"
+    return step
+
+
+# ---------------------------------------------------------------------- how calls run
+def test_calls_are_captured_checked_then_replayed_and_say_so() -> None:
+    model = Switch()
+    heard = []
+    step = capture(lambda x: model(x).sum(), model, listener=heard.append)
+    eager = Switch()
+    for seed in range(4):
+        _same(_grads(eager, eager(_x(seed=seed)).sum()), _grads(model, step(_x(seed=seed))))
+    assert [r.outcome for r in heard] == ["captured", "checked", "replayed", "replayed"]
+    assert step.counts == {"captured": 1, "checked": 1, "replayed": 2, "eager": 0}
+    assert "replayed=2" in repr(step)
+
+
+def test_off_runs_every_call_eagerly() -> None:
+    model = Switch()
+    step = capture(lambda x: model(x).sum(), model, enabled=False)
+    for _ in range(3):
+        step(_x())
+    assert step.counts["eager"] == 3 and step.last.reason == "replay is off"
+
+
+def test_a_value_computed_in_python_from_the_inputs_is_refused_naming_the_op_once() -> None:
+    model = Switch()
+
+    def mean_loss(x: mta.Tensor, y: np.ndarray) -> mta.Tensor:
+        per_item = F.cross_entropy(model(x), y, reduction="none")
+        return per_item.sum() / float((y != 0).sum())  # the divisor counted in Python
+
+    heard = []
+    step = capture(mean_loss, model, listener=heard.append)
+    eager = Switch()
+    for seed, y in enumerate([np.array([1, 2, 0]), np.array([1, 2, 3]), np.array([0, 0, 3]), np.array([1, 1, 1])]):
+        expected = _grads(eager, (F.cross_entropy(eager(_x(seed=seed)), y, reduction="none").sum()
+                                  / float((y != 0).sum())))
+        _same(expected, _grads(model, step(_x(seed=seed), y)))
+    reports = step.counts
+    assert reports == {"captured": 1, "checked": 0, "replayed": 0, "eager": 3}
+    assert "op 8 (div)" in step.last.reason and "differed between two calls" in step.last.reason
+    assert [r.first for r in heard] == [False, True, False, False]  # said once, by the first eager call
+
+
+def test_a_value_computed_in_python_that_is_the_same_every_time_replays() -> None:
+    model = Switch()
+    step = capture(lambda x, y: F.cross_entropy(model(x), y, reduction="mean"), model)
+    y = np.array([1, 2, 0])
+    for seed in range(4):
+        step(_x(seed=seed), y).backward()
+    assert step.last.outcome == "replayed"
+
+
+def test_what_cannot_be_replayed_runs_eagerly_and_says_why() -> None:
+    model = Switch()
+    outside = mta.tensor(np.ones(4), requires_grad=True)
+    hidden = model(_x())  # made, with its graph, before the call
+    cases = {
+        "returns a int": lambda x: 3,
+        "neither a tensor of the model nor an argument": lambda x: (model(x) * outside).sum(),
+        "made by ops outside this call": lambda x: (model(x) + hidden).sum(),
+        "type object is not one a guard can compare": None,
+    }
+    for why, fn in cases.items():
+        step = capture(fn or (lambda x, anything: model(x).sum()), model)
+        for _ in range(2):
+            out = step(_x()) if fn is not None else step(_x(), object())
+        assert step.last.outcome == "eager" and why in step.last.reason, (why, step.last)
+        del out
+
+
+def test_a_call_that_changes_the_model_is_not_replayed() -> None:
+    model = Switch()
+
+    def growing(x: mta.Tensor) -> mta.Tensor:
+        model.calls = getattr(model, "calls", 0) + 1
+        return model(x).sum()
+
+    step = capture(growing, model)
+    for _ in range(3):
+        step(_x())
+    assert step.last.outcome == "eager" and "changed the model's state" in step.last.reason
+    assert model.calls == 3
+
+
+def test_a_call_inside_another_capture_runs_eagerly_into_it() -> None:
+    model = Switch()
+    inner = capture(lambda x: model(x), model)
+    outer = capture(lambda x: inner(x).sum(), model)
+    eager = Switch()
+    for seed in range(4):
+        _same(_grads(eager, eager(_x(seed=seed)).sum()), _grads(model, outer(_x(seed=seed))))
+    assert outer.last.outcome == "replayed" and inner.counts["eager"] == 2
+
+
+# ---------------------------------------------------------------------- the guards
+def test_another_shape_is_another_key_and_each_replays() -> None:
+    model, eager = Switch(), Switch()
+    step = capture(lambda x: model(x).sum(), model)
+    shapes = [3, 3, 2, 3, 2, 2, 3]
+    for seed, rows in enumerate(shapes):
+        _same(_grads(eager, eager(_x(rows, seed)).sum()), _grads(model, step(_x(rows, seed))))
+    assert step.counts == {"captured": 2, "checked": 2, "replayed": 3, "eager": 0}
+
+
+def test_the_modules_state_is_part_of_the_key() -> None:
+    model, eager = Switch(), Switch()
+    step = _replaying(model)
+    model.gelu = eager.gelu = False  # another branch: captured anew, never the gelu program
+    for seed in range(3):
+        _same(_grads(eager, eager(_x(seed=seed)).sum()), _grads(model, step(_x(seed=seed))))
+    assert step.last.outcome == "replayed" and step.counts["captured"] == 2
+
+
+def test_a_parameter_that_stops_requiring_grad_is_seen() -> None:
+    model = Switch()
+    step = _replaying(model)
+    model.first.weight.requires_grad_(False)
+    grads = _grads(model, step(_x()))
+    assert "first.weight" not in grads and step.last.outcome == "captured"
+
+
+def test_training_mode_is_part_of_the_key() -> None:
+    mta.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8, dtype="float64"), nn.Dropout(0.5), nn.Linear(8, 2, dtype="float64"))
+    step = capture(lambda x: model(x).sum(), model)
+    x = _x()
+    for _ in range(3):
+        step(x)
+    model.eval()
+    values = {float(step(x).item()) for _ in range(3)}
+    assert len(values) == 1 and step.last.outcome == "replayed"  # no dropout: every call the same
+    model.train()
+    assert step(x).item() not in values and step.last.outcome == "replayed"  # the training program again
+
+
+def test_a_tensor_of_the_model_rebound_between_calls_is_read_afresh() -> None:
+    model, eager = Switch(), Switch()
+    step = _replaying(model)
+    for m in (model, eager):
+        m.first.weight.value = np.full((6, 5), 0.25)
+        m.second.bias.data = np.arange(4.0)
+    _same(_grads(eager, eager(_x()).sum()), _grads(model, step(_x())))
+    assert step.last.outcome == "replayed"
+
+
+# ---------------------------------------------------------------------- graph reuse's faults
+def test_an_optimizer_step_between_a_replayed_forward_and_its_backward_is_refused() -> None:
+    model = Switch()
+    acc = Accumulator(model, steps=8, reduction="sum")
+    step = acc.capture(lambda x: model(x).sum())
+    for seed in range(3):
+        acc.backward(step(_x(seed=seed)))
+    loss = step(_x())
+    assert step.last.outcome == "replayed"
+    opt = optim.SGD(0.1)
+    opt.step(model, acc)  # writes the weights the forward saved
+    acc.zero()
+    with pytest.raises(InPlaceModificationError, match=r"parameter '(first|second)\.weight'"):
+        acc.backward(loss)
+
+
+def test_a_raw_write_between_a_replayed_forward_and_its_backward_is_refused() -> None:
+    model = Switch()
+    step = _replaying(model)
+    loss = step(_x())
+    model.second.weight.data[1, 2] += 50.0
+    with pytest.raises(InPlaceModificationError, match="checksum differs"):
+        loss.backward()
+    kept = capture(lambda x: model.first(x), model)
+    for _ in range(3):
+        hidden = kept(_x())
+    with detect_raw_writes(True):  # the debug setting: a kept result's array too
+        hidden = kept(_x())
+        out = (hidden * hidden).sum()
+        hidden.data[0, 0] = 7.0
+        with pytest.raises(InPlaceModificationError):
+            out.backward()
+    assert kept.last.outcome == "replayed"
+
+
+def test_an_in_place_edit_of_a_weight_between_micro_batches_is_computed_with_as_eagerly() -> None:
+    model, eager = Switch(), Switch()
+    step = _replaying(model)
+    for m in (model, eager):
+        m.first.weight.data *= 2.0  # in place: the replay must read the new values, once
+        m.second.bias.data[...] = 0.5
+    for seed in range(2):
+        _same(_grads(eager, eager(_x(seed=seed)).sum()), _grads(model, step(_x(seed=seed))))
+    assert step.last.outcome == "replayed"
+
+
+def test_an_input_alternating_between_two_weights_sends_each_gradient_to_its_own() -> None:
+    a = mta.tensor(np.full((6, 2), 1.0), requires_grad=True)
+    b = mta.tensor(np.full((6, 2), -3.0), requires_grad=True)
+    step = capture(lambda x, w: (x @ w).exp().sum())
+    for turn in range(6):
+        w = (a, b)[turn % 2]
+        x = _x(seed=turn)
+        grads = step(x, w).backward()
+        assert set(grads) == {w}  # to this call's weight, not the one captured
+        assert np.array_equal(grads[w], (x @ w).exp().sum().backward()[w])
+    assert step.last.outcome == "replayed"
+
+
+def test_a_layer_alternating_between_two_of_one_shape_is_read_as_eagerly() -> None:
+    model, eager = Switch(), Switch()
+    step = capture(lambda x: model(x).sum(), model)
+    layers = [nn.Linear(6, 5, dtype="float64") for _ in range(2)]
+    twins = [nn.Linear(6, 5, dtype="float64") for _ in range(2)]
+    for layer, twin in zip(layers, twins, strict=True):
+        twin.weight.value, twin.bias.value = layer.weight.numpy(), layer.bias.numpy()
+    for turn in range(6):
+        model.first, eager.first = layers[turn % 2], twins[turn % 2]
+        _same(_grads(eager, eager(_x(seed=turn)).sum()), _grads(model, step(_x(seed=turn))))
+
+
+def test_a_tensor_of_an_earlier_micro_batch_has_lost_its_graph_as_eagerly() -> None:
+    model = Switch()
+    step = _replaying(model)
+    old = step(_x())
+    old_sum = old
+    old_sum.backward()
+    new = step(_x(seed=1))
+    assert step.last.outcome == "replayed"
+    with pytest.raises(GraphFreedError):
+        old.backward()
+    with pytest.raises(GraphFreedError):
+        (new + old).backward()
+    new.backward()  # the failed backward freed nothing of the new graph
+
+
+def test_a_tensor_of_an_earlier_call_without_backward_keeps_its_own_graph() -> None:
+    model, eager = Switch(), Switch()
+    step = _replaying(model)
+    held = step(_x(seed=5))  # no backward yet
+    later = step(_x(seed=6))
+    _same(_grads(eager, eager(_x(seed=5)).sum()), _grads(model, held))
+    _same(_grads(eager, eager(_x(seed=6)).sum()), _grads(model, later))
+
+
+def test_replaced_layers_are_not_kept_alive() -> None:
+    class Wide(nn.Module):
+        def __init__(self) -> None:
+            self.layer = nn.Linear(256, 256)
+
+        def forward(self, x: mta.Tensor) -> mta.Tensor:
+            return self.layer(x)
+
+    model = Wide()
+    step = capture(lambda x: model(x).sum(), model)
+    x = mta.tensor(np.ones((2, 256), dtype=np.float32))
+    gone = []
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for turn in range(40):
+            if turn:
+                gone.append(weakref.ref(model.layer.weight))
+                model.layer = nn.Linear(256, 256)
+            for _ in range(3):
+                step(x).backward()
+        gc.collect()
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert all(ref() is None for ref in gone)
+    assert held < 8 * 256 * 256 * 4  # one layer is 256 KiB; forty would be 10 MiB
+
+
+def test_a_forward_that_raises_leaves_the_replay_as_it_was() -> None:
+    model, eager = Switch(), Switch()
+
+    def loss(x: mta.Tensor, y: np.ndarray) -> mta.Tensor:
+        return F.cross_entropy(model(x), y, reduction="sum")
+
+    step = capture(loss, model)
+    y = np.array([0, 1, 2])
+    for turn, bad in enumerate([True, False, True, False, False, True, False]):
+        if bad:  # a target out of range: the op raises, in a capture as in a replay
+            with pytest.raises(mta.OpError, match="out of range"):
+                step(_x(seed=turn), np.array([0, 9, 2]))
+            continue
+        expected = _grads(eager, F.cross_entropy(eager(_x(seed=turn)), y, reduction="sum"))
+        _same(expected, _grads(model, step(_x(seed=turn), y)))
+    assert step.counts == {"captured": 1, "checked": 1, "replayed": 2, "eager": 0}
+
+
+def test_a_forward_without_backward_leaves_the_replay_as_it_was() -> None:
+    model, eager = Switch(), Switch()
+    step = capture(lambda x: model(x).sum(), model)
+    for turn in range(6):
+        loss = step(_x(seed=turn))
+        if turn % 2:
+            _same(_grads(eager, eager(_x(seed=turn)).sum()), _grads(model, loss))
+    assert step.counts["replayed"] == 4
+
+
+# ---------------------------------------------------------------------- as a graph
+def test_retain_graph_keeps_it_for_a_second_backward_as_eagerly() -> None:
+    model = Switch()
+    step = _replaying(model)
+    loss = step(_x())
+    first = loss.backward(retain_graph=True)
+    second = loss.backward()
+    for p in model.parameters():
+        assert np.array_equal(first[p], second[p])
+    with pytest.raises(GraphFreedError):
+        loss.backward()
+
+
+def test_an_eager_op_on_a_replayed_result_backpropagates_through_it() -> None:
+    model, eager = Switch(), Switch()
+    step = capture(lambda x: model(x), model)
+    for seed in range(4):
+        out = step(_x(seed=seed))
+        _same(_grads(eager, (eager(_x(seed=seed)) * 3.0).tanh().sum()), _grads(model, (out * 3.0).tanh().sum()))
+    assert step.last.outcome == "replayed"
+
+
+def test_a_replayed_mean_loss_is_refused_by_an_items_window_as_eagerly() -> None:
+    model = Switch()
+    acc = Accumulator(model, steps=8)
+    step = acc.capture(lambda x, y: F.cross_entropy(model(x), y, reduction="mean"))
+    y = np.array([0, 1, 2])
+    with pytest.raises(MeanLossError) as eagerly:
+        acc.backward(F.cross_entropy(model(_x()), y, reduction="mean"), num_items=3)
+    for seed in range(4):
+        loss = step(_x(seed=seed), y)
+        with pytest.raises(MeanLossError) as replayed:
+            acc.backward(loss, num_items=3)
+        assert str(replayed.value) == str(eagerly.value)  # "its last op is a sum of crossentropy divided by 3"
+    assert step.last.outcome == "replayed"
+
+
+def test_leaves_are_done_in_the_order_an_eager_backward_finishes_them() -> None:
+    class Recording:
+        fuses_gemm = True
+
+        def __init__(self) -> None:
+            self.events: list[tuple[str, int]] = []
+
+        def accepts(self, leaf: Any) -> bool:
+            return True
+
+        def add(self, leaf: Any, grad: Any) -> None:
+            self.events.append(("add", id(leaf)))
+
+        def add_product(self, leaf: Any, a: Any, b: Any) -> None:
+            self.events.append(("gemm", id(leaf)))
+
+        def leaf_done(self, leaf: Any) -> None:
+            self.events.append(("done", id(leaf)))
+
+    model = Switch()
+    step = _replaying(model)
+    eager, replayed = Recording(), Recording()
+    mta.autodiff.run_backward(model(_x()).sum(), sink=eager)
+    mta.autodiff.run_backward(step(_x()), sink=replayed)
+    assert replayed.events == eager.events and ("done", id(model.first.weight)) in eager.events
+
+
+def test_the_guard_reads_tensors_lists_dicts_flags_and_numbers() -> None:
+    class Holder(nn.Module):
+        def __init__(self) -> None:
+            self.blocks = [nn.Linear(2, 2), {"b": nn.Linear(2, 2)}]
+            self.plain = mta.tensor(np.ones(2))
+            self.scale = 0.5
+
+    holder = Holder()
+    tensors, state = holder.replay_state()
+    assert {id(t) for t in tensors} == {id(p) for p in holder.parameters()} | {id(holder.plain)}
+    holder.scale = 0.25
+    assert holder.replay_state()[1] != state
+    holder.scale = 0.5
+    holder.blocks[1]["b"].eval()
+    assert holder.replay_state()[1] != state
