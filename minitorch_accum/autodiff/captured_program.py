@@ -44,7 +44,7 @@ def is_array(value: Any) -> bool:
     return isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EdgeSpec:
     """One input of a recorded step, as backward sees it (graph.Edge, by index instead of by object):
     ``node`` the step that made it (when it needs a gradient and an op made it), ``leaf`` its index
@@ -58,7 +58,7 @@ class EdgeSpec:
     leaf: int | None
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     """One op of the recorded call: what ran, on what, and what backward needs of it."""
 
@@ -72,6 +72,7 @@ class Step:
     backend: Any  # the backend of the op's Context (its first input's)
     out_backend: Any  # the backend of its result (another one for a Transfer only)
     view_of: int | None  # the environment index of what its result views (Tensor.view_of), if anything
+    scoped: bool = False  # whether its backend has a device scope to enter (CuPy)
     watch: tuple[int, ...] = ()  # inputs whose arrays the forward saved (by position): checked before backward
     edges: tuple[EdgeSpec, ...] = ()  # backward's view of the inputs (recorded steps only)
     frees: tuple[int, ...] = ()  # values read for the last time by this step (dropped after it)
@@ -155,7 +156,8 @@ class Recorder:
         node = result._node
         first = inputs[0]
         step = Step(fn, sources, frozen, tuple(read), tuple([t.requires_grad for t in inputs]), node is not None,
-                    cast_dtype(fn, first.data.dtype), first._backend, result._backend, None)
+                    cast_dtype(fn, first.data.dtype), first._backend, result._backend, None,
+                    first._backend.has_device_scope)
         if node is not None:
             step.edges = tuple([self._edge(edge, t) for edge, t in zip(node.inputs, inputs, strict=True)])
             step.watch = tuple([entry[0] for entry in node.watched or ()])

@@ -156,8 +156,8 @@ class Replay:
             arguments, arguments_key = flatten_arguments(args)
         except _UnkeyableError as why:
             return self._eagerly(args, str(why))
-        key = (arguments_key, is_grad_enabled(), state,
-               tuple([_member_key(m) for m in members]))
+        key = (arguments_key, is_grad_enabled(), state, tuple([_member_key(m) for m in members]),
+               _aliases(members, arguments))
         entry = self._entries.get(key)
         if entry is not None and entry.program is not None and not entry.program.holds(members):
             entry = None  # the same kind of model, other tensors (a layer replaced): capture afresh
@@ -242,6 +242,19 @@ class Replay:
 def capture(fn: Callable[..., Any], model: ReplayModel | None = None, **options: Any) -> Replay:
     """``Replay(fn, model, **options)``: ``fn`` captured on its first calls and replayed after."""
     return Replay(fn, model, **options)
+
+
+def _aliases(members: list[Any], arguments: list[Any]) -> tuple[tuple[int, int], ...]:
+    """Which of the model's tensors and the arguments hold the same array as an earlier one, as
+    (its place, the earlier one's): a program reads an array from the first place that held it at
+    the capture, so calls that share arrays otherwise are calls of another key."""
+    first: dict[int, int] = {}
+    shared = []
+    for place, value in enumerate([*members, *arguments]):
+        seen = first.setdefault(id(_array(value)), place)
+        if seen != place:
+            shared.append((place, seen))
+    return tuple(shared)
 
 
 def _member_key(member: Any) -> tuple[Any, ...]:

@@ -63,7 +63,7 @@ def run_program(program: Program, members: list[TensorBase], arguments: list[Any
             params = step.params
             if step.array_params:
                 params = {**params, **{name: env[i] for name, i in step.array_params}}
-            if step.backend.has_device_scope:
+            if step.scoped:
                 with step.backend.device_scope():
                     out = step.fn.forward(ctx, *arrays, **params)
             else:
@@ -172,7 +172,7 @@ class ReplayedGraph:
         assert ctx is not None
         fn = step.fn
         objects = self.objects
-        needs = [edge.requires_grad for edge in edges]
+        needs = list(step.needs)  # each edge's requires_grad
         if route.fuses_gemm and fn.grad_factors is not None:
             for i, edge in enumerate(edges):
                 if needs[i] and edge.leaf is not None and route.accepts(objects[edge.leaf]):
@@ -187,7 +187,8 @@ class ReplayedGraph:
         for edge, needed, g in zip(edges, needs, input_grads, strict=True):
             if not needed or g is None:
                 continue
-            g = reduce_to_shape(edge.backend.xp, g, edge.shape)
+            if g.shape != edge.shape:
+                g = reduce_to_shape(edge.backend.xp, g, edge.shape)
             if g.dtype != edge.dtype:
                 g = g.astype(edge.dtype)
             if edge.leaf is not None:

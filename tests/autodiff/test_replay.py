@@ -264,6 +264,23 @@ def test_an_input_alternating_between_two_weights_sends_each_gradient_to_its_own
     assert step.last.outcome == "replayed"
 
 
+def test_arguments_that_share_an_array_at_the_capture_and_not_after_are_another_key() -> None:
+    model = Switch()
+    step = capture(lambda a, b: (model(a) * 2.0 + model(b)).sum(), model)
+    shared, other = _x(seed=1), _x(seed=2)
+    for _ in range(3):
+        step(shared, shared).backward()  # captured, checked, replayed: both arguments one array
+    eager = Switch()
+    _same(_grads(eager, (eager(shared) * 2.0 + eager(other)).sum()), _grads(model, step(shared, other)))
+    assert step.last.outcome == "captured"
+    model_weight = model.first.weight
+    through = capture(lambda x, w: (x @ w).sum(), model)
+    for _ in range(3):
+        through(_x(), model_weight)  # an argument that is the model's own tensor
+    alone = mta.tensor(np.ones((6, 5)), requires_grad=True)
+    assert set(through(_x(), alone).backward()) == {alone}
+
+
 def test_a_layer_alternating_between_two_of_one_shape_is_read_as_eagerly() -> None:
     model, eager = Switch(), Switch()
     step = capture(lambda x: model(x).sum(), model)
