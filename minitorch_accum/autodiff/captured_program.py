@@ -91,6 +91,9 @@ class Program:
     constant_tensors: list[TensorBase]
     steps: list[Step]
     outputs: Any = None
+    #: arguments no backward reads (not a leaf that requires grad): a replayed graph lets them go
+    #: when its forward ends, as an eager graph holds no input it does not backpropagate into
+    unheld: tuple[int, ...] = ()
     walks: dict[int, Any] = field(default_factory=dict)  # backward's order from a root step (replayed_graph)
 
     @property
@@ -201,6 +204,21 @@ class Recorder:
         index = self._tensor_index(tensor)
         return self._source(tensor) if index is None else index
 
+    def _output(self, tensor: TensorBase) -> tuple[str, Any]:
+        """A returned tensor: ``("tensor", index)`` when it is one the call got or made, ``("alias",
+        (index, viewed))`` for another tensor of such an array (a ``detach()``: the array at ``index``,
+        counting the writes of ``viewed``)."""
+        index = self._tensor_index(tensor)
+        if index is not None:
+            return ("tensor", index)
+        if tensor.requires_grad:
+            raise _foreign(tensor)
+        index = self._array_index(tensor.data)
+        if index is None:
+            return ("tensor", self._source(tensor))  # made outside the ops: a constant
+        viewed = None if tensor._view_of is None else self._index_of(tensor._view_of)
+        return ("alias", (index, viewed))
+
     def _array_index(self, array: Any) -> int | None:
         return _held_index(self._arrays.get(id(array)), array)
 
@@ -212,7 +230,7 @@ class Recorder:
         """The program of the call that returned ``outputs`` (CaptureRefusedError when it cannot be replayed)."""
         if self.refusal is not None:
             raise CaptureRefusedError(self.refusal)
-        template = _template(outputs, self._index_of)
+        template = _template(outputs, self._output)
         fixed = self._leaves
         base = fixed + len(self.constants)
 
@@ -230,6 +248,11 @@ class Recorder:
         program = Program([weakref.ref(m) for m in self.members], len(self.arguments), self.constants,
                           self.constant_tensors, self.steps, _map_template(template, renumber))
         _plan_lifetimes(program)
+        for index in output_indices(program.outputs):
+            if fixed <= index < base:  # a constant the caller got: the program keeps its own
+                constant = self.constant_tensors[index - fixed]
+                program.constants[index - fixed] = constant.data.copy()
+                program.constant_tensors[index - fixed] = constant.wrap(program.constants[index - fixed])
         return program
 
 
@@ -262,19 +285,20 @@ def _held_index(found: tuple[Any, int] | None, value: Any) -> int | None:
     return index if held is value else None
 
 
-def _template(outputs: Any, index_of: Callable[[Any], int]) -> Any:
-    """``outputs`` with each Tensor replaced by ``("tensor", index)``: tuples, lists and dicts of
+def _template(outputs: Any, leaf: Callable[[Any], tuple[str, Any]]) -> Any:
+    """``outputs`` with each Tensor replaced by what ``leaf`` says of it: tuples, lists and dicts of
     tensors and None; anything else is refused (replay returns what the ops compute, nothing else)."""
     if isinstance(outputs, TensorBase):
-        return ("tensor", index_of(outputs))
+        return leaf(outputs)
     if outputs is None:
         return None
     if isinstance(outputs, tuple | list):
-        return (type(outputs).__name__, [_template(v, index_of) for v in outputs])
+        return (type(outputs).__name__, [_template(v, leaf) for v in outputs])
     if isinstance(outputs, dict) and all(isinstance(k, str) for k in outputs):
-        return ("dict", {k: _template(v, index_of) for k, v in outputs.items()})
+        return ("dict", {k: _template(v, leaf) for k, v in outputs.items()})
     raise CaptureRefusedError(f"it returns a {type(outputs).__name__}: a replayed call can return only tensors (in "
-                         "tuples, lists or dicts with string keys); compute other values outside the captured function")
+                              "tuples, lists or dicts with string keys); compute other values outside the captured "
+                              "function")
 
 
 def _map_template(template: Any, renumber: Callable[[int], int]) -> Any:
@@ -283,18 +307,23 @@ def _map_template(template: Any, renumber: Callable[[int], int]) -> Any:
     kind, body = template
     if kind == "tensor":
         return (kind, renumber(body))
+    if kind == "alias":
+        index, viewed = body
+        return (kind, (renumber(index), None if viewed is None else renumber(viewed)))
     if kind == "dict":
         return (kind, {k: _map_template(v, renumber) for k, v in body.items()})
     return (kind, [_map_template(v, renumber) for v in body])
 
 
 def output_indices(template: Any) -> list[int]:
-    """The environment indices a template returns, in order."""
+    """The environment indices a template returns or views, in order."""
     if template is None:
         return []
     kind, body = template
     if kind == "tensor":
         return [body]
+    if kind == "alias":
+        return [i for i in body if i is not None]
     values = body.values() if kind == "dict" else body
     return [i for v in values for i in output_indices(v)]
 
@@ -323,6 +352,9 @@ def _plan_lifetimes(program: Program) -> None:
     for position, step in enumerate(program.steps):
         step.frees = tuple(frees.get(position, ()))
         step.keeps_tensor = base + position in needs_tensor
+    leaves = {edge.leaf for step in program.steps for edge in step.edges}
+    fixed = len(program.members)
+    program.unheld = tuple([i for i in range(fixed, fixed + program.arguments) if i not in leaves])
 
 
 # ---------------------------------------------------------------------- two captures compared

@@ -30,6 +30,7 @@ from minitorch_accum.autodiff.engine import GraphFreedError, LeafSink, reduce_to
 from minitorch_accum.autodiff.graph import TensorBase
 from minitorch_accum.autodiff.saved_versions import check, watch
 from minitorch_accum.autodiff.tensor import Tensor
+from minitorch_accum.backend import backend_of_array
 from minitorch_accum.ops.function import Context
 
 __all__ = ["ReplayedGraph", "ReplayedNode", "run_program"]
@@ -56,6 +57,13 @@ def run_program(program: Program, members: list[TensorBase], arguments: list[Any
     def tensor(index: int) -> Any:
         return objects[index] if index < base else made[index]
 
+    def watched(input_index: int, index: int, backend: Any) -> tuple[Any, ...]:
+        """saved_versions.watch of input ``input_index``, the tensor at environment ``index``."""
+        held = tensor(index)
+        if not isinstance(held, TensorBase):  # an array of the model or an argument, a tensor in the call
+            held = _MAKER.wrap(held, None, backend)
+        return watch(input_index, held)
+
     with np.errstate(all="ignore"):  # inf and nan are results, as in every forward
         for position, step in enumerate(program.steps):
             arrays = [env[i] for i in step.inputs]
@@ -81,10 +89,13 @@ def run_program(program: Program, members: list[TensorBase], arguments: list[Any
             if step.record:
                 graph.ctxs[position] = ctx
                 if step.watch:
-                    graph.watched[position] = [watch(i, tensor(step.inputs[i])) for i in step.watch]
+                    graph.watched[position] = [watched(i, step.inputs[i], step.backend) for i in step.watch]
             for index in step.frees:
                 env[index] = None
-    return _outputs(program.outputs, tensor, base - len(program.constants), base)
+    outputs = _outputs(program.outputs, tensor, base - len(program.constants), base)
+    for index in program.unheld:
+        objects[index] = None
+    return outputs
 
 
 def _outputs(template: Any, tensor: Any, constants: int, base: int) -> Any:
@@ -97,6 +108,15 @@ def _outputs(template: Any, tensor: Any, constants: int, base: int) -> Any:
             constant = tensor(body)  # a constant returned: a copy, as each eager call made its own
             return constant.wrap(constant.data.copy())
         return tensor(body)
+    if kind == "alias":  # another tensor of a returned array (a detach()): not in the graph
+        index, viewed = body
+        held = tensor(index)
+        data = held.data if isinstance(held, TensorBase) else held  # an array of the model or an argument
+        out = _MAKER.wrap(data.copy() if constants <= index < base else data, None, backend_of_array(data))
+        if viewed is not None:
+            source = tensor(viewed)
+            out._view_of = source._view_of or source
+        return out
     if kind == "dict":
         return {k: _outputs(v, tensor, constants, base) for k, v in body.items()}
     values = [_outputs(v, tensor, constants, base) for v in body]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+import warnings
 import weakref
 from typing import Any
 
@@ -419,7 +420,7 @@ def test_leaves_are_done_in_the_order_an_eager_backward_finishes_them() -> None:
             self.events: list[tuple[str, int]] = []
 
         def accepts(self, leaf: Any) -> bool:
-            return True
+            return isinstance(leaf, nn.Param)
 
         def add(self, leaf: Any, grad: Any) -> None:
             self.events.append(("add", id(leaf)))
@@ -453,3 +454,255 @@ def test_the_guard_reads_tensors_lists_dicts_flags_and_numbers() -> None:
     holder.scale = 0.5
     holder.blocks[1]["b"].eval()
     assert holder.replay_state()[1] != state
+
+
+# ---------------------------------------------------------------------- what is replayed, exactly
+class Tied(nn.Module):
+    """A weight read as itself and, transposed, as a view that a matmul saves (a tied head)."""
+
+    def __init__(self, dtype: str = "float32") -> None:
+        mta.manual_seed(4)
+        self.table = nn.Linear(6, 5, dtype=dtype)
+
+    def forward(self, x: mta.Tensor) -> mta.Tensor:
+        h = self.table(x)
+        return (h * 2.0 + 1.0).tanh() @ self.table.weight.mT  # (rows, 5) @ (5, 6): the view is saved
+
+
+def _twice(fn: Any, model: nn.Module, calls: int = 4, **options: Any) -> tuple[list[Any], list[Any], Replay]:
+    """``fn(model, x)`` eagerly and replayed over ``calls`` inputs: (eager gradients, replayed ones, the replay)."""
+    eager_model, replayed_model = model, type(model)()
+    step = capture(lambda x: fn(replayed_model, x), replayed_model, **options)
+    eager, replayed = [], []
+    for seed in range(calls):
+        eager.append(_grads(eager_model, fn(eager_model, _x(seed=seed).float()
+                                            if eager_model.parameters()[0].dtype == np.float32 else _x(seed=seed))))
+        x = _x(seed=seed).float() if replayed_model.parameters()[0].dtype == np.float32 else _x(seed=seed)
+        replayed.append(_grads(replayed_model, step(x)))
+    return eager, replayed, step
+
+
+def test_a_result_read_twice_and_several_constants_replay_as_eagerly() -> None:
+    def fn(model: nn.Module, x: mta.Tensor) -> mta.Tensor:
+        h = model(x)
+        return ((h.tanh() * h) * 3.0 + h * 0.5 - 1.0).sum()  # h read by an op whose first input needs it too
+
+    eager, replayed, step = _twice(fn, Tied())
+    for a, b in zip(eager, replayed, strict=True):
+        _same(a, b)
+    assert step.last.outcome == "replayed"
+
+
+def test_a_view_of_a_weight_that_an_op_saved_counts_the_weights_writes() -> None:
+    messages = []
+    for replayed in (False, True):
+        model = Tied()
+        step = capture(lambda x, model=model: model(x).sum(), model) if replayed else (lambda x, m=model: m(x).sum())
+        for _ in range(3):
+            step(_x().float()).backward()
+        loss = step(_x().float())
+        nn.init.zeros_(model.table.weight)  # through the library: its version moves
+        with pytest.raises(InPlaceModificationError) as caught:
+            loss.backward()
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1] and "a view of Param(shape=(6, 5)" in messages[1]
+
+
+def test_a_replayed_call_keeps_inf_and_nan_as_results_without_warnings() -> None:
+    class Overflow(nn.Module):
+        def __init__(self) -> None:
+            self.w = nn.Param(np.ones(3, dtype=np.float32))
+
+        def forward(self, x: mta.Tensor) -> mta.Tensor:
+            return ((x * self.w) * 1e30 * 1e30).sum()
+
+    model = Overflow()
+    step = capture(lambda x: model(x), model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a NumPy overflow warning would fail here
+        for _ in range(3):
+            loss = step(mta.tensor(np.ones(3, dtype=np.float32)))
+            grads = loss.backward()
+    assert step.last.outcome == "replayed" and np.isinf(loss.item()) and np.isinf(grads[model.w]).all()
+
+
+def test_casts_and_16_bit_results_are_cast_as_eagerly() -> None:
+    def fn(model: nn.Module, x: mta.Tensor) -> mta.Tensor:
+        return model(x.to(mta.bfloat16)).float().sum()
+
+    class Half(nn.Module):
+        def __init__(self) -> None:
+            mta.manual_seed(5)
+            self.layer = nn.Linear(6, 4, dtype="bfloat16")
+
+        def forward(self, x: mta.Tensor) -> mta.Tensor:
+            return self.layer(x).tanh()
+
+    eager, replayed, step = _twice(fn, Half())
+    for a, b in zip(eager, replayed, strict=True):
+        _same(a, b)
+        assert all(g.dtype == mta.bfloat16 for g in b.values())
+    assert step.last.outcome == "replayed"
+
+
+def test_outputs_keep_their_structure_what_requires_grad_and_a_fresh_constant() -> None:
+    model = Switch()
+
+    def fn(x: mta.Tensor) -> dict[str, Any]:
+        h = model(x)
+        return {"loss": h.sum(), "pair": (h, x * 2.0), "list": [h.detach(), mta.tensor(np.arange(3.0))], "none": None}
+
+    step = capture(fn, model)
+    for seed in range(4):
+        eager, replayed = fn(_x(seed=seed)), step(_x(seed=seed))
+        assert type(replayed["pair"]) is tuple and type(replayed["list"]) is list and replayed["none"] is None
+        flat = [eager["loss"], *eager["pair"], *eager["list"]]
+        for a, b in zip(flat, [replayed["loss"], *replayed["pair"], *replayed["list"]], strict=True):
+            assert np.array_equal(a.numpy(), b.numpy()) and a.requires_grad == b.requires_grad
+        replayed["list"][1].data[...] = -1.0  # a caller's write to a returned constant stays its own
+    assert step.last.outcome == "replayed", step.last
+    assert np.array_equal(step(_x())["list"][1].numpy(), np.arange(3.0))
+
+
+def test_the_first_ops_result_returned_alone() -> None:
+    x = mta.tensor(np.linspace(-1, 1, 5), requires_grad=True)
+    step = capture(lambda x: x.tanh())
+    for _ in range(3):
+        out = step(x)
+    assert step.last.outcome == "replayed" and np.array_equal(out.numpy(), np.tanh(x.numpy()))
+    assert np.array_equal(out.sum().backward()[x], x.tanh().sum().backward()[x])
+
+
+def test_an_eager_op_on_a_replayed_result_walks_its_steps_one_by_one_with_their_checks() -> None:
+    model, eager = Tied(), Tied()
+    step = capture(lambda x: (lambda h: h.tanh() * h)(model(x)), model)  # a result read twice inside
+    for seed in range(4):
+        x = _x(seed=seed).float()
+        expected = _grads(eager, ((lambda h: h.tanh() * h)(eager(x)) * 3.0).exp().sum())
+        _same(expected, _grads(model, (step(x) * 3.0).exp().sum()))
+    out = (step(_x().float()) * 3.0).sum()
+    model.table.weight.data[0, 0] += 1.0  # a raw write before the backward that walks the replayed steps
+    with pytest.raises(InPlaceModificationError, match="matmul saved its input 1"):
+        out.backward()
+
+
+def test_a_replayed_backward_frees_what_the_forward_saved_while_the_loss_lives() -> None:
+    model = Switch()
+    step = _replaying(model)
+    loss = step(_x())
+    held = [id(p.data) for p in model.parameters()]
+    saved = [weakref.ref(a) for ctx in loss.grad_fn.graph.ctxs if ctx is not None for a in ctx.saved
+             if isinstance(a, np.ndarray) and a.base is None and id(a) not in held]  # activations, the input
+    assert saved
+    loss.backward()
+    gc.collect()
+    assert all(ref() is None for ref in saved)
+
+
+def test_graph_freed_and_nested_captures_say_what_eager_says() -> None:
+    model = Switch()
+    eager = model(_x()).sum()
+    eager.backward()
+    with pytest.raises(GraphFreedError) as eagerly:
+        eager.backward()
+    step = _replaying(model)
+    loss = step(_x())
+    loss.backward()
+    with pytest.raises(GraphFreedError) as replayed:
+        loss.backward()
+    assert str(replayed.value) == str(eagerly.value)
+    inner = capture(lambda x: model(x), model)
+    outer = capture(lambda x: inner(x).sum(), model)
+    outer(_x())
+    assert inner.last.reason == "called inside another capture, which records its ops itself"
+
+
+def test_numbers_lists_and_dicts_of_arguments_are_guarded_and_read() -> None:
+    model, eager = Switch(), Switch()
+
+    def fn(model: nn.Module, parts: dict[str, Any], scale: float) -> mta.Tensor:
+        return (model(parts["x"][0]) * scale + model(parts["x"][1])).sum()
+
+    step = capture(lambda parts, scale: fn(model, parts, scale), model)
+    for turn in range(8):
+        scale = (2.0, 3.0)[turn // 4]
+        parts = {"x": [_x(seed=turn), _x(seed=turn + 10)]}
+        _same(_grads(eager, fn(eager, parts, scale)), _grads(model, step(parts, scale)))
+    assert step.counts == {"captured": 2, "checked": 2, "replayed": 4, "eager": 0}
+
+
+def test_the_least_recently_used_key_is_forgotten_first() -> None:
+    model = Switch()
+    step = capture(lambda x: model(x).sum(), model, max_programs=2)
+    for rows in (3, 3, 2, 2, 3, 2, 4, 4, 3, 2):
+        step(_x(rows)).backward()
+    # 3 and 2 rows are captured, checked, replayed; 4 rows then forgets 3 rows (the least recently
+    # used), 3 rows forgets 2 rows, which forgets 4 rows
+    assert step.counts == {"captured": 5, "checked": 3, "replayed": 2, "eager": 0}
+    assert step.last.outcome == "captured"
+
+
+def test_a_refused_key_is_captured_again_once_the_models_tensors_are_others() -> None:
+    model = Switch()
+    step = capture(lambda x, y: (model(x).sum() / float((y > 0).sum())), model)
+    for seed in range(3):
+        step(_x(seed=seed), np.array([0, 1, seed]))  # a divisor of 1, then of 2: refused
+    assert step.last.outcome == "eager"
+    model.first = nn.Linear(6, 5, dtype="float64")
+    step(_x(), np.array([0, 1, 1]))
+    assert step.last.outcome == "captured"
+
+
+def test_a_frozen_view_of_a_replaced_layers_array_is_never_replayed() -> None:
+    model = Switch()
+
+    def fn(x: mta.Tensor) -> mta.Tensor:  # a constant viewing the weight's array, made in Python
+        return (model(x) * mta.from_numpy(model.second.weight.data[0, :4])).sum()
+
+    step = capture(fn, model)
+    for _ in range(3):
+        step(_x())
+    model.second = nn.Linear(5, 4, dtype="float64")
+    assert np.array_equal(step(_x()).numpy(), fn(_x()).numpy())
+
+
+def test_an_array_the_model_holds_is_read_afresh() -> None:
+    class Masked(nn.Module):
+        def __init__(self) -> None:
+            self.layer = nn.Linear(6, 4, dtype="float64")
+            self.mask = np.ones(4)
+
+        def forward(self, x: mta.Tensor) -> mta.Tensor:
+            return (self.layer(x) * mta.from_numpy(self.mask)).sum()
+
+    model = Masked()
+    step = capture(lambda x: model(x), model)
+    for _ in range(3):
+        step(_x())
+    assert step.last.outcome == "replayed"
+    model.mask = np.array([1.0, 0.0, 2.0, 0.0])
+    assert np.array_equal(step(_x()).numpy(), model(_x()).numpy())
+
+
+def test_inputs_made_outside_or_from_the_models_arrays_inside_are_refused() -> None:
+    model = Switch()
+    made_outside = model(_x())  # an argument with a graph of its own
+    step = capture(lambda h: (h * 2.0).sum(), model)
+    step(made_outside)
+    assert step.last.outcome == "eager" and "was made by ops outside this call" in step.last.reason
+
+    def leaf_inside(x: mta.Tensor) -> mta.Tensor:
+        weight = mta.Tensor(model.first.weight.data, requires_grad=True)  # the model's array, a new leaf
+        return (x @ weight).sum()
+
+    step = capture(leaf_inside, model)
+    step(_x())
+    assert step.last.outcome == "eager" and "neither a tensor of the model nor an argument" in step.last.reason
+
+    def rebinding(x: mta.Tensor) -> mta.Tensor:
+        model.first.bias.data = model.first.bias.data.copy()  # the call assigns the model's array
+        return model(x).sum()
+
+    step = capture(rebinding, model)
+    step(_x())
+    assert step.last.outcome == "eager" and "assigned a tensor of the model" in step.last.reason
