@@ -706,3 +706,24 @@ def test_inputs_made_outside_or_from_the_models_arrays_inside_are_refused() -> N
     step = capture(rebinding, model)
     step(_x())
     assert step.last.outcome == "eager" and "assigned a tensor of the model" in step.last.reason
+
+
+def test_a_replay_is_made_of_a_callable_a_model_and_a_positive_number_of_programs() -> None:
+    model = Switch()
+    with pytest.raises(TypeError, match="Replay: fn must be callable, got int"):
+        Replay(3, model)
+    with pytest.raises(TypeError, match=r"Replay: model must have replay_state\(\) \(an nn.Module\), got list"):
+        Replay(lambda x: x, [])
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match=f"Replay: max_programs must be a positive int, got {bad!r}"):
+            Replay(lambda x: x, model, max_programs=bad)
+
+    def loss(x: mta.Tensor) -> mta.Tensor:
+        return model(x).sum()
+
+    step = Replay(loss, model)
+    assert repr(step) == "Replay(test_a_replay_is_made_of_a_callable_a_model_and_a_positive_number_of_programs." \
+                         "<locals>.loss)"
+    step(_x())
+    step(_x())
+    assert repr(step).endswith(".loss, captured=1, checked=1)")
