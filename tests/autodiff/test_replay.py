@@ -9,6 +9,7 @@ layer alive, and turned itself off for good after one forward that raised or had
 
 from __future__ import annotations
 
+import functools
 import gc
 import tracemalloc
 import warnings
@@ -543,6 +544,10 @@ def test_casts_and_16_bit_results_are_cast_as_eagerly() -> None:
         _same(a, b)
         assert all(g.dtype == mta.bfloat16 for g in b.values())
     assert step.last.outcome == "replayed"
+    model = Half()
+    loss = capture(lambda x: fn(model, x), model)
+    values = [loss(_x(seed=1).float()) for _ in range(3)]
+    assert [v.dtype for v in values] == [np.float32] * 3 and len({float(v.item()) for v in values}) == 1
 
 
 def test_outputs_keep_their_structure_what_requires_grad_and_a_fresh_constant() -> None:
@@ -727,3 +732,125 @@ def test_a_replay_is_made_of_a_callable_a_model_and_a_positive_number_of_program
     step(_x())
     step(_x())
     assert repr(step).endswith(".loss, captured=1, checked=1)")
+
+
+def test_numbers_of_another_type_lists_or_tuples_and_shared_places_are_other_keys() -> None:
+    model = Switch()
+    step = capture(lambda x, n, parts: (model(x) * n + model(parts[0]) - model(parts[1])).sum(), model)
+    a, b = _x(seed=1), _x(seed=2)
+    for n, parts in [(2, [a, b]), (2, [a, b]), (2.0, [a, b]), (2, (a, b)), (True, [a, b])]:
+        step(_x(), n, parts)
+    assert step.counts == {"captured": 4, "checked": 1, "replayed": 0, "eager": 0}
+    places = capture(lambda p, q, r: (model(p) + model(q) * 2.0 + model(r) * 3.0).sum(), model)
+    x, y = _x(seed=3), _x(seed=4)
+    for _ in range(3):
+        places(x, x, y)  # the first two arguments share an array: the program reads it from place 0
+    eager = Switch()
+    _same(_grads(eager, (eager(x) + eager(y) * 2.0 + eager(y) * 3.0).sum()), _grads(model, places(x, y, y)))
+    assert places.last.outcome == "captured"
+
+
+def test_one_program_is_enough_and_a_new_replay_has_heard_nothing() -> None:
+    model = Switch()
+    step = capture(functools.partial(lambda model, x: model(x).sum(), model), model, max_programs=1)
+    assert step.last is None and repr(step) == "Replay(partial)"
+    for _ in range(3):
+        step(_x())
+    assert step.last.outcome == "replayed"
+
+
+def test_a_returned_detach_counts_the_writes_of_what_it_detaches_as_eagerly() -> None:
+    messages = []
+    for replayed in (False, True):
+        model = Switch()
+
+        def fn(x: mta.Tensor, model: nn.Module = model) -> Any:
+            h = model(x)
+            return (h * h).sum(), h.detach(), h.reshape(-1)  # h is saved by the mul
+
+        step = capture(fn, model) if replayed else fn
+        for _ in range(3):
+            loss, detached, flat = step(_x())
+            loss.backward()
+        loss, detached, flat = step(_x())
+        assert detached.view_of is not None and flat.view_of is detached.view_of
+        assert not detached.requires_grad and flat.requires_grad
+        nn.init.zeros_(detached)  # a write through the library to the detached array: h's version moves
+        with pytest.raises(InPlaceModificationError) as caught:
+            loss.backward()
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+
+
+def test_a_returned_view_of_a_result_nothing_else_keeps_replays() -> None:
+    model, eager = Switch(), Switch()
+    step = capture(lambda x: model(x).tanh().reshape(-1), model)
+    for seed in range(4):
+        out = step(_x(seed=seed))
+        assert np.array_equal(out.numpy(), eager(_x(seed=seed)).tanh().reshape(-1).numpy())
+        assert out.view_of is not None and out.view_of.shape == (3, 4)
+    assert step.last.outcome == "replayed"
+
+
+def test_returned_constants_arguments_and_arrays_of_the_model_are_the_callers_own() -> None:
+    class Masked(nn.Module):
+        def __init__(self) -> None:
+            self.layer = nn.Linear(6, 4, dtype="float64")
+            self.mask = np.array([1.0, 0.0, 2.0, 0.0])
+
+        def forward(self, x: mta.Tensor) -> mta.Tensor:
+            return self.layer(x)
+
+    model = Masked()
+
+    def fn(x: mta.Tensor) -> Any:
+        scale = mta.tensor(np.full(4, 0.5))  # a constant made in the call, read by an op, returned detached
+        return ((model(x) * scale).sum(), mta.tensor(np.arange(3.0)), scale.detach(), x.detach(),
+                mta.from_numpy(model.mask))
+
+    step = capture(fn, model)
+    for _ in range(4):
+        loss, fresh, scale, x_again, mask = step(x := _x())
+        assert np.array_equal(fresh.numpy(), np.arange(3.0)) and np.array_equal(scale.numpy(), np.full(4, 0.5))
+        assert np.array_equal(x_again.numpy(), x.numpy()) and x_again.view_of is x
+        assert mask.data is model.mask
+        fresh.data[...] = -1.0  # the caller's copies: the next call's constants are untouched
+        scale.data[...] = -1.0
+    assert step.last.outcome == "replayed"
+    assert np.array_equal(loss.numpy(), ((model(x_again) * 0.5).sum()).numpy())
+
+
+def test_a_raw_write_to_an_array_the_model_holds_is_refused_as_eagerly() -> None:
+    class Masked(nn.Module):
+        def __init__(self) -> None:
+            self.layer = nn.Linear(6, 4, dtype="float64")
+            self.mask = np.ones(4)
+
+        def forward(self, x: mta.Tensor) -> mta.Tensor:
+            return (self.layer(x) * mta.from_numpy(self.mask)).sum()
+
+    messages = []
+    for replayed in (False, True):
+        model = Masked()
+        step = capture(lambda x, model=model: model(x), model) if replayed else model
+        for _ in range(3):
+            step(_x()).backward()
+        loss = step(_x())
+        model.mask[1] = 5.0  # a raw write to the array the mul saved
+        with pytest.raises(InPlaceModificationError, match="checksum differs") as caught:
+            loss.backward()
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+
+
+def test_refusals_name_the_op_where_they_happened() -> None:
+    model = Switch()
+    outside = mta.tensor(np.ones(4), requires_grad=True)
+    step = capture(lambda x: (model(x) * outside).sum(), model)
+    step(_x())
+    assert step.last.reason.startswith("op 6 (mul): an input of shape (4,) requires grad")
+    step = capture(lambda x: (model(x).sum(), mta.Tensor(x.data, requires_grad=True)), model)
+    step(_x())
+    assert step.last.reason == ("an input of shape (3, 6) requires grad but is neither a tensor of the model nor "
+                                "an argument: a replay could not tell whether it is the same one next time; pass it "
+                                "as an argument")
