@@ -50,19 +50,18 @@ def run_program(program: Program, members: list[TensorBase], arguments: list[Any
     base = len(env)
     env.extend([None] * len(program.steps))
     graph = ReplayedGraph(program, objects)
-    # the Tensor of each result that needs one (returned, viewed by one, checked), while the call runs:
-    # afterwards only what holds them keeps them (the caller, a check of saved inputs until its backward)
+    # the Tensor of each result that needs one (returned, viewed by one, checked), and of each array of
+    # the model or the arguments that needs one, while the call runs: afterwards only what holds them
+    # keeps them (the caller, a check of saved inputs until its backward)
     made: dict[int, Any] = {}
 
     def tensor(index: int) -> Any:
-        return objects[index] if index < base else made[index]
-
-    def watched(input_index: int, index: int, backend: Any) -> tuple[Any, ...]:
-        """saved_versions.watch of input ``input_index``, the tensor at environment ``index``."""
-        held = tensor(index)
-        if not isinstance(held, TensorBase):  # an array of the model or an argument, a tensor in the call
-            held = _MAKER.wrap(held, None, backend)
-        return watch(input_index, held)
+        held = made.get(index)
+        if held is None:
+            held = objects[index]
+            if not isinstance(held, TensorBase):  # an array: one tensor of it per call, as eager made
+                held = made[index] = _MAKER.wrap(held, None, backend_of_array(held))
+        return held
 
     with np.errstate(all="ignore"):  # inf and nan are results, as in every forward
         for position, step in enumerate(program.steps):
@@ -89,7 +88,7 @@ def run_program(program: Program, members: list[TensorBase], arguments: list[Any
             if step.record:
                 graph.ctxs[position] = ctx
                 if step.watch:
-                    graph.watched[position] = [watched(i, step.inputs[i], step.backend) for i in step.watch]
+                    graph.watched[position] = [watch(i, tensor(step.inputs[i])) for i in step.watch]
             for index in step.frees:
                 env[index] = None
     outputs = _outputs(program.outputs, tensor, base - len(program.constants), base)
@@ -110,8 +109,7 @@ def _outputs(template: Any, tensor: Any, constants: int, base: int) -> Any:
         return tensor(body)
     if kind == "alias":  # another tensor of a returned array (a detach()): not in the graph
         index, viewed = body
-        held = tensor(index)
-        data = held.data if isinstance(held, TensorBase) else held  # an array of the model or an argument
+        data = tensor(index).data
         out = _MAKER.wrap(data.copy() if constants <= index < base else data, None, backend_of_array(data))
         if viewed is not None:
             source = tensor(viewed)

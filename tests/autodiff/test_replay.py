@@ -854,3 +854,39 @@ def test_refusals_name_the_op_where_they_happened() -> None:
     assert step.last.reason == ("an input of shape (3, 6) requires grad but is neither a tensor of the model nor "
                                 "an argument: a replay could not tell whether it is the same one next time; pass it "
                                 "as an argument")
+
+
+def test_a_view_of_a_tensor_made_in_the_call_of_the_models_array_replays() -> None:
+    class Masked(nn.Module):
+        def __init__(self) -> None:
+            self.layer = nn.Linear(6, 4, dtype="float64")
+            self.mask = np.array([1.0, 0.0, 2.0, 0.5])
+
+        def forward(self, x: mta.Tensor) -> mta.Tensor:  # the mul saves a view of a tensor of the array
+            return (self.layer(x) * mta.from_numpy(self.mask).reshape(1, 4)).sum()
+
+    model = Masked()
+    step = capture(lambda x: model(x), model)
+    for seed in range(4):
+        _same(_grads(model, model(_x(seed=seed))), _grads(model, step(_x(seed=seed))))
+    assert step.last.outcome == "replayed"
+
+
+def test_a_detach_of_the_first_result_shares_its_array_and_the_first_constant_is_copied() -> None:
+    grads = []
+    for replayed in (False, True):
+        x = mta.tensor(np.linspace(-1.0, 1.0, 4), requires_grad=True)
+
+        def fn(x: mta.Tensor) -> Any:
+            h = x.tanh()  # the first op; the mul saves its result
+            return (h * h).sum(), h.detach(), mta.tensor(np.arange(3.0))
+
+        step = capture(fn) if replayed else fn
+        for _ in range(3):
+            loss, detached, constant = step(x)
+            constant.data[...] = -1.0
+            assert np.array_equal(step(x)[2].numpy(), np.arange(3.0))
+        loss, detached, _ = step(x)
+        detached.data[...] = 0.5  # a raw write through the detach: the mul's saved array is the same one
+        grads.append(loss.backward()[x])
+    assert np.array_equal(grads[0], grads[1])
