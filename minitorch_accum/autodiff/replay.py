@@ -156,8 +156,7 @@ class Replay:
             arguments, arguments_key = flatten_arguments(args)
         except _UnkeyableError as why:
             return self._eagerly(args, str(why))
-        key = (arguments_key, is_grad_enabled(), state, tuple([_member_key(m) for m in members]),
-               _aliases(members, arguments))
+        key = (arguments_key, is_grad_enabled(), state, *_tensors_key(members, arguments))
         entry = self._entries.get(key)
         if entry is not None and entry.program is not None and not entry.program.holds(members):
             entry = None  # the same kind of model, other tensors (a layer replaced): capture afresh
@@ -244,24 +243,29 @@ def capture(fn: Callable[..., Any], model: ReplayModel | None = None, **options:
     return Replay(fn, model, **options)
 
 
-def _aliases(members: list[Any], arguments: list[Any]) -> tuple[tuple[int, int], ...]:
-    """Which of the model's tensors and the arguments hold the same array as an earlier one, as
-    (its place, the earlier one's): a program reads an array from the first place that held it at
-    the capture, so calls that share arrays otherwise are calls of another key."""
-    first: dict[int, int] = {}
+def _tensors_key(members: list[Any], arguments: list[Any]) -> tuple[tuple[Any, ...], tuple[tuple[int, int], ...]]:
+    """The model's tensors as a guard sees them (shape, dtype, device, requires_grad; an array's shape,
+    dtype and type), and which of them and of the arguments hold the same array as an earlier one, as
+    (its place, the earlier one's): a program reads an array from the first place that held it at the
+    capture, so calls that share arrays otherwise are calls of another key. One pass: it runs every call."""
+    seen: dict[int, int] = {}
     shared = []
-    for place, value in enumerate([*members, *arguments]):
-        seen = first.setdefault(id(_array(value)), place)
-        if seen != place:
-            shared.append((place, seen))
-    return tuple(shared)
-
-
-def _member_key(member: Any) -> tuple[Any, ...]:
-    if isinstance(member, TensorBase):
-        data = member.data
-        return (data.shape, data.dtype, member._backend, member.requires_grad)
-    return (member.shape, member.dtype, type(member))
+    described = []
+    for place, value in enumerate(members):
+        if isinstance(value, TensorBase):
+            data = value.data
+            described.append((data.shape, data.dtype, value._backend, value.requires_grad))
+        else:
+            data = value
+            described.append((data.shape, data.dtype, type(data)))
+        first = seen.setdefault(id(data), place)
+        if first != place:
+            shared.append((place, first))
+    for place, value in enumerate(arguments, len(members)):
+        first = seen.setdefault(id(_array(value)), place)
+        if first != place:
+            shared.append((place, first))
+    return tuple(described), tuple(shared)
 
 
 def _array(member: Any) -> Any:
