@@ -890,3 +890,22 @@ def test_a_detach_of_the_first_result_shares_its_array_and_the_first_constant_is
         detached.data[...] = 0.5  # a raw write through the detach: the mul's saved array is the same one
         grads.append(loss.backward()[x])
     assert np.array_equal(grads[0], grads[1])
+
+
+def test_two_tensors_of_the_model_that_stop_sharing_an_array_are_another_key() -> None:
+    class Twins(nn.Module):
+        def __init__(self) -> None:
+            shared = np.linspace(-1.0, 1.0, 24).reshape(6, 4)
+            self.a = nn.Param(shared)
+            self.b = nn.Param(shared)  # one array under two parameters: a program reads it from the first
+
+        def forward(self, x: mta.Tensor) -> mta.Tensor:
+            return ((x @ self.a).tanh() + (x @ self.b) * 2.0).sum()
+
+    model = Twins()
+    step = capture(lambda x: model(x), model)
+    for seed in range(3):
+        step(_x(seed=seed)).backward()
+    model.b.data = np.full((6, 4), 0.5)  # no longer shared
+    _same(_grads(model, model(_x())), _grads(model, step(_x())))
+    assert step.last.outcome == "captured"
