@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ from minitorch_accum.accum.gradient_store import GradientStore
 from minitorch_accum.accum.loss_scaler import DynamicLossScaler
 from minitorch_accum.accum.window import Window
 from minitorch_accum.accum.window_reducer import WindowReducer
-from minitorch_accum.autodiff import Gradients, InPlaceModificationError, Tensor
+from minitorch_accum.autodiff import Gradients, InPlaceModificationError, Replay, ReplayReport, Tensor
 from minitorch_accum.backend import resolve_dtype
 from minitorch_accum.nn import Module
 from minitorch_accum.observe.memory import MemoryReport, PeakMemory, array_bytes
@@ -135,6 +135,9 @@ class Accumulator:
             raise TypeError(f"trace must be a bool, an AccumulationTrace or a path, got {type(trace).__name__}")
         self.skipped_windows: list[int] = []
         self.activation_peaks: list[int] = []
+        #: how the forward of the micro-batch about to be backpropagated ran, when a replay made by
+        #: ``capture`` made it (its ReplayReport's outcome; the trace's forward and backward spans say it)
+        self.forward_replay: str | None = None
 
     # --------------------------------------------------------------- backward
     def backward(self, loss: Tensor, num_items: int | None = None, closes_window: bool | None = None, *,
@@ -155,9 +158,30 @@ class Accumulator:
                                                            and self.window.micro_batches + 1 == self.steps)):
             assert isinstance(self.store, ArenaStore)
             self.reducer.window_closing(self.store)
-        with self._span("backward"), _naming_the_parameter(self.model):
-            self.store.micro_batch(loss, seed, scale, watched_writes(self.store, self._tracer))
+        try:
+            with self._span("backward"), _naming_the_parameter(self.model):
+                self.store.micro_batch(loss, seed, scale, watched_writes(self.store, self._tracer))
+        finally:
+            self.forward_replay = None
         self.window = self.window.with_micro_batch(int(num_items or 0))
+
+    def capture(self, fn: Callable[..., Any], *, enabled: bool = True,
+                listener: Callable[[ReplayReport], None] | None = None) -> Replay:
+        """``fn``, one micro-batch's forward over this accumulator's model (tensors and arrays in, its
+        loss and other tensors out), captured on its first calls and replayed after them without
+        the model's Python (``minitorch_accum.autodiff.Replay``); the trace says how each ran::
+
+            step = acc.capture(lambda x, y: F.cross_entropy(model(x), y, reduction="sum"))
+            for x, y in micro_batches:
+                acc.backward(step(x, y), num_items=F.count_items(y))
+        """
+
+        def heard(report: ReplayReport) -> None:
+            self.forward_replay = report.outcome
+            if listener is not None:
+                listener(report)
+
+        return Replay(fn, self.model, enabled=enabled, listener=heard)
 
     @contextlib.contextmanager
     def micro_batch(self) -> Iterator[PeakMemory]:

@@ -7,8 +7,8 @@ from minitorch_accum.autodiff.functional import *  # noqa: F403
 from minitorch_accum.autodiff.grad_mode import enable_grad, is_grad_enabled, no_grad
 from minitorch_accum.autodiff.gradients import Gradients
 from minitorch_accum.autodiff.graph import apply
-from minitorch_accum.autodiff.graph_reuse import REUSE_OUTCOMES, GraphReuse, ReuseReport
 from minitorch_accum.autodiff.reductions import ValuesIndices
+from minitorch_accum.autodiff.replay import REPLAY_OUTCOMES, Replay, ReplayReport, capture
 from minitorch_accum.autodiff.sampling import *  # noqa: F403
 from minitorch_accum.autodiff.saved_versions import InPlaceModificationError, detect_raw_writes
 from minitorch_accum.autodiff.tensor import ElementCount, Tensor, matmul
@@ -20,14 +20,15 @@ __all__ = [
     "ElementCount",
     "Gradients",
     "GraphFreedError",
-    "GraphReuse",
     "InPlaceModificationError",
     "LeafSink",
-    "REUSE_OUTCOMES",
-    "ReuseReport",
+    "REPLAY_OUTCOMES",
+    "Replay",
+    "ReplayReport",
     "Tensor",
     "ValuesIndices",
     "apply",
+    "capture",
     "detect_raw_writes",
     "enable_grad",
     "is_grad_enabled",

@@ -171,30 +171,15 @@ def run_backward(
         return None if sink is not None else Gradients(collector.entries)
 
     node = root.grad_fn
+    if type(node) is not Node:  # a replayed call's output (replayed_graph.py): its recorded walk
+        node.run_backward(grad, route, retain_graph)
+        return None if sink is not None else Gradients(collector.entries)
     pending: dict[int, Any] = {id(node): grad}
     with np.errstate(all="ignore"):  # inf and nan are results (loss scaling relies on seeing them)
-        order, finishing = _order_of(root, node, route.leaf_done is not None)
-        _walk(order, finishing if route.leaf_done is not None else {}, pending, route, retain_graph)
-    return None if sink is not None else Gradients(collector.entries)
-
-
-def _order_of(root: TensorBase, node: Node, leaves_needed: bool) -> tuple[list[Node], dict[int, list[TensorBase]]]:
-    """The nodes to walk from ``node`` and the leaves each completes (for an eager graph only
-    when ``leaves_needed``): for a graph that graph reuse refilled, those it computed for the
-    same nodes the first time (the edges between them are the same objects), else now."""
-    owner = node.owner
-    if owner is None:
         order = _topological_order(node)
-        return order, _leaves_finished_by(order) if leaves_needed else {}
-    if node.made != id(root):  # a tensor of an earlier forward: its graph was freed
-        raise GraphFreedError(_FREED)
-    plan = owner.plan(node)
-    if plan is not None and all(n.owner is owner and not n.freed for n in plan[0]):
-        return plan
-    order = _topological_order(node)
-    finishing = _leaves_finished_by(order)
-    owner.keep_plan(node, order, finishing)
-    return order, finishing
+        leaf_done = route.leaf_done is not None
+        _walk(order, _leaves_finished_by(order) if leaf_done else {}, pending, route, retain_graph)
+    return None if sink is not None else Gradients(collector.entries)
 
 
 def _walk(order: list[Node], finishing: dict[int, list[TensorBase]], pending: dict[int, Any], route: LeafSink,

@@ -24,12 +24,12 @@ from minitorch_accum.autodiff.saved_versions import check, watch
 from minitorch_accum.backend import Backend, backend_of_array, is_float_dtype
 from minitorch_accum.ops.function import Context, Function
 
-__all__ = ["REFILLED_NODE", "REUSE_PASS", "Edge", "Node", "TensorBase", "apply", "forward_arrays", "transfer"]
+__all__ = ["CAPTURING", "Edge", "Node", "TensorBase", "apply", "cast_dtype", "forward_arrays", "transfer"]
 
-#: The graph-reuse pass open in this context (``GraphReuse.forward()``, graph_reuse.py), or None.
-#: While one is open, every op that records a node goes through its ``apply(fn, inputs, params,
-#: needs)``, which replays the recorded node or runs the op as below and records it.
-REUSE_PASS: ContextVar[Any] = ContextVar("minitorch_accum_reuse_pass", default=None)
+#: The capture open in this context (``autodiff/captured_program.py``: the first calls of a ``Replay``), or
+#: None. While one is open, every op tells it what it ran (``op(fn, inputs, params, result)``), after
+#: running exactly as without it.
+CAPTURING: ContextVar[Any] = ContextVar("minitorch_accum_capturing", default=None)
 
 
 class TensorBase:
@@ -115,10 +115,6 @@ class Edge:
         # the slots themselves, not the properties: an Edge is made for every input of every op
         requires = tensor.requires_grad
         node = tensor._node
-        if node is not None and node.owner is not None and node.made != id(tensor):
-            # a tensor of an earlier forward whose node graph reuse has refilled since: its own
-            # graph was freed by its backward, which is what backward through it must say
-            node = REFILLED_NODE
         data = tensor.data
         self.node: Node | None = node if requires else None
         self.leaf: TensorBase | None = tensor if requires and node is None else None
@@ -131,24 +127,20 @@ class Edge:
 class Node:
     """How a tensor was made: the op, what it saved, and an edge per input.
 
-    ``owner`` is None for a node of an eager forward; a node that graph reuse records is owned
-    by the pass that last filled it (graph_reuse.py), which counts its nodes still unfreed, and
-    ``made`` is then the id of the tensor that pass made with it (a tensor of an earlier pass
-    holding the same node is one whose graph is gone)."""
+    (A tensor that a replayed call returned has a node of its own kind instead,
+    ``replayed_graph.ReplayedNode``, which answers the same attributes.)"""
 
-    __slots__ = ("ctx", "fn", "freed", "inputs", "made", "owner", "watched")
+    __slots__ = ("ctx", "fn", "freed", "inputs", "watched")
 
     def __init__(self, fn: type[Function], ctx: Context, inputs: tuple[TensorBase, ...]) -> None:
         self.fn = fn
         self.ctx = ctx
         self.inputs = tuple([Edge(t) for t in inputs])
         self.freed = False
-        self.owner: Any = None
         self.watch_saved(inputs)
 
     def watch_saved(self, inputs: tuple[TensorBase, ...]) -> None:
-        """Note, for the check of saved inputs, each input whose array the forward saved (graph
-        reuse calls it again when it refills the node)."""
+        """Note, for the check of saved inputs, each input whose array the forward saved."""
         #: saved_versions.watch's entry for each input whose array the forward saved; None when none
         self.watched: list[tuple[Any, ...]] | None = None
         saved = self.ctx.saved
@@ -174,22 +166,7 @@ class Node:
         self.ctx.release()
         self.inputs = ()
         self.watched = None
-        if not self.freed:
-            self.freed = True
-            if self.owner is not None:
-                self.owner.node_freed()
-
-
-def _refilled_node() -> Node:
-    node = Node.__new__(Node)
-    node.fn, node.ctx, node.inputs, node.freed, node.owner, node.made = None, None, (), True, None, 0
-    node.watched = None
-    return node
-
-
-#: what an edge from a tensor of an earlier forward points to once graph reuse refilled its node:
-#: a node that is freed, as that tensor's own node was
-REFILLED_NODE = _refilled_node()
+        self.freed = True
 
 
 def forward_arrays(fn: type[Function], ctx: Context, inputs: tuple[TensorBase, ...], params: dict[str, Any]) -> Any:
@@ -203,23 +180,29 @@ def forward_arrays(fn: type[Function], ctx: Context, inputs: tuple[TensorBase, .
             out = fn.forward(ctx, *arrays, **params)
     else:  # inside a Module's call or a replayed forward: its errstate is in force
         out = fn.forward(ctx, *arrays, **params)
-    dtype = first.data.dtype
-    if out.dtype != dtype and fn is not ops.Cast and is_float_dtype(dtype):
+    dtype = cast_dtype(fn, first.data.dtype)
+    if dtype is not None and out.dtype != dtype:
         out = out.astype(dtype)  # some 16-bit NumPy loops (ml_dtypes matmul) return float32
     return out
+
+
+def cast_dtype(fn: type[Function], dtype: np.dtype) -> np.dtype | None:
+    """The dtype an op's result is cast to when its forward returned another (its first input's,
+    a float one), or None where none is imposed (a Cast, integer results)."""
+    return dtype if fn is not ops.Cast and is_float_dtype(dtype) else None
 
 
 def apply(fn: type[Function], *inputs: TensorBase, **params: Any) -> Any:
     """Run an op's forward on the inputs' arrays and record a graph node if needed."""
     needs = tuple([t.requires_grad for t in inputs])
     record = True in needs and is_grad_enabled()
-    if record:
-        reuse = REUSE_PASS.get()
-        if reuse is not None:
-            return _viewing(reuse.apply(fn, inputs, params, needs), inputs)
     ctx = Context(inputs[0]._backend, needs)
     out = forward_arrays(fn, ctx, inputs, params)
-    return _viewing(inputs[0].wrap(out, Node(fn, ctx, inputs) if record else None), inputs)
+    result = _viewing(inputs[0].wrap(out, Node(fn, ctx, inputs) if record else None), inputs)
+    capture = CAPTURING.get()
+    if capture is not None:
+        capture.op(fn, inputs, params, result)
+    return result
 
 
 def _viewing(result: Any, inputs: tuple[TensorBase, ...]) -> Any:
@@ -238,4 +221,8 @@ def transfer(x: TensorBase, target: Backend) -> Any:
     ctx = Context(x.backend, (x.requires_grad,))
     out = ops.Transfer.forward(ctx, x.data, target=target)
     record = is_grad_enabled() and x.requires_grad
-    return x.wrap(out, Node(ops.Transfer, ctx, (x,)) if record else None, backend=target)
+    result = x.wrap(out, Node(ops.Transfer, ctx, (x,)) if record else None, backend=target)
+    capture = CAPTURING.get()
+    if capture is not None:
+        capture.op(ops.Transfer, (x,), {"target": target}, result)
+    return result

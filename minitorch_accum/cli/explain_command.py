@@ -44,8 +44,10 @@ def _kib(n: float) -> str:
 def explain_window(dataset: str, k: int, micro_batch: int, reduction: str, fusion: str, dtype: str,
                    seed: int = 0, communicator: Communicator | None = None,
                    block_size: int | None = None, model_name: str = "task", optimizer: str = "adamw",
-                   lr: float = 3e-3) -> dict[str, Any]:
-    """Run one window and its optimizer step and return what happened (also used by the tests)."""
+                   lr: float = 3e-3, replay: bool = True) -> dict[str, Any]:
+    """Run one window and its optimizer step and return what happened (also used by the tests);
+    ``replay``: each micro-batch's forward captured and replayed as training does
+    (``Accumulator.capture``)."""
     if k <= 0:
         raise ValueError(f"--accum (k) must be positive, got {k}")
     comm = communicator if communicator is not None else make_communicator("auto")
@@ -57,16 +59,19 @@ def explain_window(dataset: str, k: int, micro_batch: int, reduction: str, fusio
     reducer = DataParallel(comm) if comm.world_size > 1 else None
     acc = Accumulator(model, steps=k, reduction=reduction, fusion=fusion,
                       accum_dtype="float64" if dtype == "float64" else "float32", trace=True, reducer=reducer)
+    loss_reduction = micro_batch_loss_reduction(reduction)
+    step = acc.capture(lambda x, y: F.cross_entropy(model(x), y, reduction=loss_reduction), enabled=replay)
     micro = []
     for index in window.batches:
         x, y = loader.batch(0, index)
         with acc.micro_batch() as probe:
-            logits = model(tensor(x, dtype=dtype) if x.dtype.kind == "f" else x)
-            loss = F.cross_entropy(logits, y, reduction=micro_batch_loss_reduction(reduction))
+            loss = step(tensor(x, dtype=dtype) if x.dtype.kind == "f" else x, y)
             items = F.count_items(y)
             acc.backward(loss, num_items=items)
+        assert step.last is not None
         micro.append({"index": index, "rows": len(y), "items": items, "loss": float(loss.item()),
-                      "array_bytes": acc.activation_peaks[-1], "other_bytes": probe.other_bytes})
+                      "array_bytes": acc.activation_peaks[-1], "other_bytes": probe.other_bytes,
+                      "replay": step.last.outcome, "replay_reason": step.last.reason})
     scale = acc.window_scale()  # with several ranks, the window is summed over them here
     # what the optimizer reads: the arena's raw sums and the one scale its fused step folds in; the
     # normalized gradient is made here, apart, for the check alone (training never makes it)
@@ -92,6 +97,18 @@ def explain_window(dataset: str, k: int, micro_batch: int, reduction: str, fusio
             "used": window.stop - window.first, "differences": check.differences, "task": task.description,
             "rank": comm.rank, "world_size": comm.world_size, "collective": collective, "check": check,
             "micro_batches": len(loader), "optimizer": type(step).__name__}
+
+
+#: how a micro-batch's forward and backward ran, by the outcome of its replay (autodiff.Replay)
+_RAN = {"captured": "ran eagerly and was captured (its ops recorded)",
+        "checked": "ran eagerly, captured again and found the same: the next ones replay it",
+        "replayed": "replayed: the captured ops over its arrays, without the model's Python",
+        "eager": "ran eagerly"}
+
+
+def _ran(micro: Mapping[str, Any]) -> str:
+    reason = micro["replay_reason"]
+    return _RAN[micro["replay"]] + ("" if reason is None else f" ({reason})")
 
 
 def _print_events(events: list[Any]) -> None:
@@ -120,7 +137,8 @@ def explain_command(values: Mapping[str, Any]) -> int:
     dataset, k, b = values["dataset"], values["grads_accumulation"], values["micro_batch"]
     reduction, fusion, dtype = values["reduction"], values["fusion"], values["dtype"]
     report = explain_window(dataset, k, b, reduction, fusion, dtype, values["seed"], block_size=values["block_size"],
-                            model_name=values["model"], optimizer=values["optimizer"], lr=values["lr"])
+                            model_name=values["model"], optimizer=values["optimizer"], lr=values["lr"],
+                            replay=values["replay"])
     # every rank records its share (--trace-out, --figure); rank 0 says where the files went
     views = write_window_views(values, make_communicator("auto")) if wanted(values) else []
     if report["rank"] != 0:
@@ -140,7 +158,7 @@ def explain_command(values: Mapping[str, Any]) -> int:
     for position, m in enumerate(report["micro"]):
         other = "" if m["other_bytes"] is None else f" (+{_kib(m['other_bytes'])} of Python objects)"
         print(f"micro-batch {m['index']}: {m['items']} items, loss {m['loss']:.4f}, "
-              f"activation arrays at the peak {_kib(m['array_bytes'])}{other}")
+              f"activation arrays at the peak {_kib(m['array_bytes'])}{other}; {_ran(m)}")
         _print_events([e for e in trace.events if e.micro_batch == position and e.window == 0])
     print()
     if report["collective"] is not None:

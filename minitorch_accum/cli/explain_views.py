@@ -1,9 +1,9 @@
 """What ``maccum explain --trace-out w.json --figure w.png`` writes: the window in the viewers.
 
 The window is recorded once more, as training runs it (forward and backward of each
-micro-batch, the close, an AdamW step reading the arena), and beside it one batch holding the
-same items (k x b beside 1 x kb): from the same seed, so the model, the items and the gradients
-are those explain printed. Three files come of the two recordings:
+micro-batch, captured and replayed unless ``--no-replay``, the close, an AdamW step reading the
+arena), and beside it one batch holding the same items (k x b beside 1 x kb): from the same seed,
+so the model, the items and the gradients are those explain printed. Three files come of the two recordings:
 
 - ``w.json``: the Trace Event Format trace of both (ui.perfetto.dev; one file per rank under
   mpiexec, ``w.rank1.json``, which Holistic Trace Analysis reads as a directory);
@@ -59,13 +59,11 @@ def snapshot_path(trace_out: str | os.PathLike) -> Path:
     return target.with_name(f"{target.name.removesuffix(target.suffix)}.snapshot.pickle")
 
 
-def _micro_batch(model: Any, acc: Accumulator, batch: Any, dtype: str, reduction: str) -> None:
+def _micro_batch(step: Any, acc: Accumulator, batch: Any, dtype: str) -> None:
     # its own function, so the micro-batch's arrays are freed (and recorded freed) when it returns
     x, y = batch
     with acc.micro_batch():
-        logits = model(tensor(x, dtype=dtype) if x.dtype.kind == "f" else x)
-        loss = F.cross_entropy(logits, y, reduction="mean" if reduction == "mean" else "sum")
-        acc.backward(loss, num_items=F.count_items(y))
+        acc.backward(step(tensor(x, dtype=dtype) if x.dtype.kind == "f" else x, y), num_items=F.count_items(y))
 
 
 def record_window(values: Mapping[str, Any], k: int, micro_batch: int, comm: Communicator,
@@ -83,9 +81,13 @@ def record_window(values: Mapping[str, Any], k: int, micro_batch: int, comm: Com
                       accum_dtype="float64" if dtype == "float64" else "float32", trace=trace,
                       reducer=DataParallel(comm) if comm.world_size > 1 else None)
     optimizer = make_optimizer(values["optimizer"], values["lr"])
+    loss_reduction = "mean" if reduction == "mean" else "sum"
+    # each forward captured and replayed as training does (the trace's spans say how each ran)
+    step = acc.capture(lambda x, y: F.cross_entropy(model(x), y, reduction=loss_reduction),
+                       enabled=values.get("replay", True))
     with trace.recording_memory():
         for index in window.batches:
-            _micro_batch(model, acc, loader.batch(0, index), dtype, reduction)
+            _micro_batch(step, acc, loader.batch(0, index), dtype)
         acc.window_scale()  # the close (with several ranks, the reduction) before the step reads it
         with trace.span("optimizer step", "window", optimizer=type(optimizer).__name__):
             optimizer.step(model, acc)

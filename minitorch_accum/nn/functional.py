@@ -16,7 +16,6 @@ import numpy as np
 from minitorch_accum import ops
 from minitorch_accum.autodiff import Tensor, apply, gelu, log_softmax, relu, sigmoid, softmax, tanh
 from minitorch_accum.autodiff.operands import check_binary
-from minitorch_accum.backend import default_generator
 from minitorch_accum.ops.function import OpError
 from minitorch_accum.ops.matmul import matmul_shape
 
@@ -184,23 +183,18 @@ def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Any, runni
 
 def embedding(ids: Any, weight: Tensor) -> Tensor:
     """Rows of ``weight`` (num_embeddings, dim) for integer ``ids`` of any shape."""
-    data = _target_array(ids, weight, "embedding")
-    count = weight.shape[0]
-    if data.size and (int(data.min()) < 0 or int(data.max()) >= count):
-        bad = int(data.min()) if int(data.min()) < 0 else int(data.max())
-        raise OpError(f"embedding: id {bad} is out of range for {count} embeddings")
-    return apply(ops.Embedding, weight, ids=data)
+    return apply(ops.Embedding, weight, ids=_target_array(ids, weight, "embedding"))
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True, rng: np.random.Generator | None = None) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by 1/(1-p); identity when
-    not training. The mask is drawn on the host from the seeded generator."""
+    not training. The mask is drawn on the host from the seeded generator (``rng``, else the
+    library's), by the op itself."""
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
     if not training or p == 0.0:
         return x
-    keep = (rng or default_generator()).random(x.shape) >= p
-    return apply(ops.Dropout, x, keep=x.backend.asarray(keep), scale=1.0 / (1.0 - p))
+    return apply(ops.Dropout, x, p=p, rng=rng)
 
 
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Any = None,
@@ -243,10 +237,6 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             bias = xp.where(mask, dtype.type(0), dtype.type(-math.inf))
         else:
             bias = mask.astype(dtype, copy=False)
-    keep = None
-    if dropout_p > 0.0:
-        shape = np.broadcast_shapes(query.shape[:-2], key.shape[:-2]) + (length, source)
-        keep = backend.asarray((rng or default_generator()).random(shape) >= dropout_p)
     return apply(ops.ScaledDotProductAttention, query, key, value,
                  scale=1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale),
-                 bias=bias, keep=keep, keep_scale=1.0 / (1.0 - dropout_p))
+                 bias=bias, dropout_p=dropout_p, rng=rng)

@@ -29,6 +29,9 @@ from minitorch_accum.backend import (
 
 __all__ = ["Buffer", "IncompatibleKeys", "Module", "Param", "RecordError", "weight_orientation"]
 
+#: the values ``Module.replay_state`` keeps as they are
+_SCALARS = (bool, int, float, str, type(None))
+
 
 class RecordError(ValueError):
     """A record does not fit the module: missing or unexpected names, wrong shapes."""
@@ -214,6 +217,49 @@ class Module:
         for module in order:
             fn(module)
         return self
+
+    def replay_state(self) -> tuple[list[Any], tuple[Any, ...]]:
+        """What decides which tensors this module's forward reads, for ``autodiff.Replay``'s guard:
+        every tensor (Param, Buffer, plain tensor) and array it or a sub-module holds, each once, in
+        a stable order; and everything else they hold as a hashable tuple (each module's training
+        flag, numbers and strings by value, other objects by identity). Read on every replayed call,
+        so it names nothing (~20 us for the character transformer, ``named_parameters`` ~70)."""
+        tensors: list[Any] = []
+        state: list[Any] = []
+        seen: set[int] = set()
+        stack: list[Any] = [self]
+        own = Module._members
+        while stack:
+            value = stack.pop()
+            kind = type(value)
+            if kind in _SCALARS:
+                state.append(value)
+            elif isinstance(value, Module):
+                if id(value) in seen:
+                    continue
+                seen.add(id(value))
+                state.append(value.training)
+                if kind._members is own:
+                    attributes = vars(value)
+                    if "training" in attributes:  # set by train()/eval(): counted above, as when a class default
+                        stack.extend([v for k, v in attributes.items() if k != "training"])
+                    else:
+                        stack.extend(attributes.values())
+                else:  # a container names its members itself
+                    stack.extend([member for _, member in value._members()])
+            elif isinstance(value, Tensor | np.ndarray):
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    tensors.append(value)
+            elif kind is list or kind is tuple:
+                state.append(len(value))
+                stack.extend(value)
+            elif kind is dict:
+                state.append(tuple(value))
+                stack.extend(value.values())
+            else:  # another object: itself, or who it is when it cannot be hashed
+                state.append(value if kind.__hash__ is not None else id(value))
+        return tensors, tuple(state)
 
     def named_parameters(self) -> Iterator[tuple[str, Param]]:
         """(dotted name, Param) in definition order; a shared Param appears once."""

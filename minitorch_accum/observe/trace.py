@@ -71,14 +71,15 @@ class AccumulationTrace:
         return span
 
     @contextlib.contextmanager
-    def span(self, name: str, lane: str, started: float | None = None, **args: Any) -> Iterator[None]:
+    def span(self, name: str, lane: str, started: float | None = None, **args: Any) -> Iterator[dict[str, Any]]:
         """Record the block as a span (from the perf_counter instant ``started``, default: now);
-        allocations inside it are attributed to it."""
+        allocations inside it are attributed to it. The block gets the span's ``args``, to add what
+        it learns (how a forward ran)."""
         started = time.perf_counter() if started is None else started
         self._context.append(name)
         self._name_context()
         try:
-            yield
+            yield args
         finally:
             self._context.pop()
             self._name_context()

@@ -1,7 +1,8 @@
 """What an Accumulator records in its trace: the spans of each window and every kernel in them.
 
 Per window (lanes of ``observe.trace_events.LANES``): ``micro-batch i`` (with ``acc.micro_batch()``), its
-``forward`` (from the micro-batch's start to its backward) and ``backward``; every kernel that
+``forward`` (from the micro-batch's start to its backward) and ``backward``, both with ``replay`` (how
+the forward ran: captured, checked, replayed, eager) when ``acc.capture`` made it; every kernel that
 wrote or read the arena, with its path; the ``close`` (the reduction over the ranks with each
 bucket's collective, the normalization); the fused optimizer step's launch over the window's
 sums with the scale it folds in (``acc.gradient_window()`` hands the optimizer this tracer); the
@@ -35,7 +36,7 @@ class WindowTracer:
     Chrome trace is written there at the end of every window.
 
     It reads the accumulator, never imports it: ``window`` (its index and micro-batches),
-    ``steps``, ``store``, ``model``, ``reducer``, ``device()``."""
+    ``steps``, ``store``, ``model``, ``reducer``, ``device()``, ``forward_replay``."""
 
     def __init__(self, trace: AccumulationTrace, accumulator: Any, path: str | os.PathLike | None = None) -> None:
         self.trace = trace
@@ -127,10 +128,12 @@ class WindowTracer:
         now = time.perf_counter()
         self._window_begins(now)
         self.trace.set_phase("")
+        # how the forward ran when a replay of the accumulator's made it (Accumulator.capture)
+        replay = {} if self.accumulator.forward_replay is None else {"replay": self.accumulator.forward_replay}
         if self._micro_started is not None:  # the forward ran inside acc.micro_batch(), before this
             self.trace.add_span("forward", "micro-batches", self._micro_started, now, window=window.index,
-                                micro_batch=window.micro_batches)
-        with self._span("backward", "micro-batches", started=now, micro_batch=window.micro_batches):
+                                micro_batch=window.micro_batches, **replay)
+        with self._span("backward", "micro-batches", started=now, micro_batch=window.micro_batches, **replay):
             yield
 
     def close(self) -> contextlib.AbstractContextManager:

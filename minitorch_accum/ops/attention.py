@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from minitorch_accum.ops.dropout import draw_keep
 from minitorch_accum.ops.function import Context, Function
 from minitorch_accum.ops.matmul import swap_last
 from minitorch_accum.ops.softmax import stable_log_softmax
@@ -24,14 +27,19 @@ class ScaledDotProductAttention(Function):
     """q (..., L, E), k (..., S, E), v (..., S, Ev) -> (..., L, Ev).
 
     ``bias`` (broadcast to (..., L, S), -inf where a query may not look) is added to
-    the scaled scores; ``keep`` (the same shape, bool) with ``keep_scale`` = 1/(1-p) is
-    dropout applied to the probabilities, as PyTorch's math path does.
+    the scaled scores; ``dropout_p`` > 0 drops attention probabilities (a mask of the scores'
+    shape drawn here from ``rng``, the kept ones scaled by 1/(1-p)), as PyTorch's math path does.
     """
 
     @staticmethod
-    def forward(ctx: Context, q: Any, k: Any, v: Any, *, scale: float, bias: Any, keep: Any,
-                keep_scale: float) -> Any:
+    def forward(ctx: Context, q: Any, k: Any, v: Any, *, scale: float, bias: Any, dropout_p: float = 0.0,
+                rng: Any = None) -> Any:
         xp = ctx.xp
+        keep = None
+        if dropout_p > 0.0:
+            shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
+            keep = draw_keep(ctx, shape, dropout_p, rng)
+        keep_scale = 1.0 / (1.0 - dropout_p)
         scores = xp.matmul(q, swap_last(xp, k))
         length, source = scores.shape[-2:]
         ctx.fused = keep is None and ctx.backend.fuses(scores.dtype) and scores.size > 0 and (

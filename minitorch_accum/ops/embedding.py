@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minitorch_accum.ops.function import Context, Function
+from minitorch_accum.ops.function import Context, Function, OpError
 
 __all__ = ["Embedding"]
 
@@ -12,6 +12,11 @@ __all__ = ["Embedding"]
 class Embedding(Function):
     @staticmethod
     def forward(ctx: Context, weight: Any, *, ids: Any) -> Any:
+        # checked here, not by the caller, so that a replayed call checks its ids too
+        count = weight.shape[0]
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= count):
+            bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+            raise OpError(f"embedding: id {bad} is out of range for {count} embeddings")
         ctx.ids, ctx.shape, ctx.dtype = ids, weight.shape, weight.dtype
         return weight[ids]
 

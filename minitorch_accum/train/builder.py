@@ -155,6 +155,11 @@ class LearnerBuilder:
             raise ValueError("seed must be an int, got None")
         return self._set("seed", seed)
 
+    def replay(self, enabled: bool = True) -> LearnerBuilder:
+        """Capture each micro-batch's forward once and replay it for the next ones of the same
+        shapes (on by default; bit for bit the eager gradients); ``replay(False)`` runs every one eagerly."""
+        return self._set("replay", enabled)
+
     def drop_last_window(self, drop: bool = True) -> LearnerBuilder:
         """Drop a partial window at the end of an epoch instead of stepping it."""
         return self._set("drop_last_window", drop)

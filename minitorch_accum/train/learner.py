@@ -23,6 +23,7 @@ import numpy as np
 
 from minitorch_accum.accum import Accumulator, DynamicLossScaler
 from minitorch_accum.accum.normalization import micro_batch_loss_reduction
+from minitorch_accum.autodiff import Replay
 from minitorch_accum.backend import manual_seed
 from minitorch_accum.data import DataLoader
 from minitorch_accum.distributed import Communicator, DataParallel, LocalCommunicator, WindowShare, rank_windows
@@ -47,7 +48,7 @@ from minitorch_accum.train.run_directory import RunCompleteError, RunDirectoryEr
 from minitorch_accum.train.run_lock import RunLock
 from minitorch_accum.train.run_parts import RunParts
 from minitorch_accum.train.settings import LearnerConfig
-from minitorch_accum.train.step import Classifier, TrainOutput
+from minitorch_accum.train.step import Classifier, TrainOutput, replayable
 from minitorch_accum.train.stop_request import StopRequest, TrainingAborted, TrainingInterrupted
 from minitorch_accum.train.training_trace import TraceWriteError, TrainingTrace
 from minitorch_accum.train.window_record import WindowTotals, step_record
@@ -126,6 +127,10 @@ class Learner:
         self.training_trace: TrainingTrace | None = None
         # a signal the ranks agreed on after the last step (the run completes, then stops with it)
         self._end_signal: int | None = None
+        #: the step's forward captured and replayed while fit runs (``replay`` setting; None: off, or a
+        #: step whose train_step is not the three parts of train/step.py's ReplayableStep)
+        self.replay: Replay | None = None
+        self._say: Any = None  # where the replay says, once, why a micro-batch ran eagerly
 
     @property
     def stop_request(self) -> StopRequest:
@@ -280,6 +285,13 @@ class Learner:
             progress.message(alert)
             if self.is_main and type(progress) is Progress:  # --progress none shows nothing: stderr then
                 write_line(alert)
+        self._say = progress.message
+        self.replay = (self.accumulator.capture(self.step_model.step_forward, listener=self._replay_heard)
+                       if config.replay and replayable(self.step_model) else None)
+        if config.replay and self.replay is None:
+            progress.message(f"replay: {type(self.step_model).__name__}'s train_step is not its step_inputs, "
+                             "step_forward and step_output (train/step.py's ReplayableStep), so every micro-batch "
+                             "runs its Python")
         self._position = (start_epoch, start_batch)
         if config.trace_out is not None:
             self.training_trace = TrainingTrace(config.trace_out, self.accumulator, self.comm)
@@ -403,8 +415,10 @@ class Learner:
         trace = self.accumulator.trace
         with (trace_span(trace, f"micro-batch {self.accumulator.micro_step}", "micro-batches"),
               PeakMemory(self.accumulator.device()) as probe):
-            with trace_span(trace, "forward", "micro-batches"):
-                out = self.step_model.train_step(batch)
+            with trace_span(trace, "forward", "micro-batches") as span:
+                out = self._forward(batch)
+                if span is not None and self.replay is not None and self.replay.last is not None:
+                    span["replay"] = self.replay.last.outcome
             self._check_output(out)
             self.accumulator.backward(out.loss, out.num_items, closes_window=closes_window)
         self.window.add(out, time.perf_counter() - start, probe)
@@ -415,6 +429,17 @@ class Learner:
         if self.log is not None:
             self.log.sync()  # the log holds every step the checkpoint covers
         return self.checkpoints.save(epoch, next_batch, self.step, self.validated, self.window)
+
+    def _forward(self, batch: Any) -> Any:
+        """The step's TrainOutput of ``batch``: its forward replayed when it can be."""
+        step = self.step_model
+        if self.replay is None:
+            return step.train_step(batch)
+        return step.step_output(batch, self.replay(*step.step_inputs(batch)))
+
+    def _replay_heard(self, report: Any) -> None:
+        if report.first and self._say is not None:  # each reason once, not every micro-batch
+            self._say(f"replay: {report.reason}; such micro-batches run eagerly")
 
     def _interrupt(self, epoch: int, next_batch: int, progress: Progress) -> None:
         # data-parallel, every rank is here at the same window end: one signal (and status) for all

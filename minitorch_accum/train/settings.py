@@ -272,6 +272,9 @@ SETTINGS: tuple[Setting, ...] = (
             flag="--resume", commands=("train",)),
     Setting("overwrite", Flag(), False, "start afresh in an --out that already holds a run (its files are replaced)",
             target="command", resume=True, flag="--overwrite", commands=("train",)),
+    Setting("replay", Flag(), True, "capture a micro-batch's forward and backward once and replay them for the next "
+            "micro-batches of the same shapes, without the model's Python (bit for bit the eager gradients); "
+            "--no-replay runs every micro-batch eagerly", resume=True, flag="--replay", commands=_ALL),
     Setting("threads", _MAYBE_POSITIVE, None, "threads of NumPy's and SciPy's BLAS, the native kernels and any "
             "OpenMP pool (default: MTA_THREADS, else the CPUs less the load average, at least 1)",
             target="command", resume=True, flag="--threads", commands=_ALL),
@@ -350,6 +353,15 @@ class _Typed(argparse.Action):
         setattr(namespace, _TYPED, getattr(namespace, _TYPED, frozenset()) | {self.dest})
 
 
+class _TypedSwitch(argparse.BooleanOptionalAction):
+    """``--name`` / ``--no-name`` of a setting on by default, noted as typed as ``_Typed`` notes."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        setattr(namespace, _TYPED, getattr(namespace, _TYPED, frozenset()) | {self.dest})
+
+
 _TYPED = "typed_settings"  # the parsed namespace's set of the rows whose option was typed
 
 
@@ -359,9 +371,12 @@ def add_options(parser: argparse.ArgumentParser, command: str, defaults: Mapping
         if row.flag is None or command not in row.commands:
             continue
         default = row.command_default(command, defaults)
-        if isinstance(row.kind, Flag):
-            parser.add_argument(row.flag, dest=row.name, action=_Typed, nargs=0, const=True, default=False,
-                                help=row.help)
+        if isinstance(row.kind, Flag):  # a setting on by default is turned off by --no-<name>
+            if default:
+                parser.add_argument(row.flag, dest=row.name, action=_TypedSwitch, default=True, help=row.help)
+            else:
+                parser.add_argument(row.flag, dest=row.name, action=_Typed, nargs=0, const=True, default=False,
+                                    help=row.help)
             continue
         kind = row.kind.kind if isinstance(row.kind, Optional) else row.kind
         choices = kind.values if isinstance(kind, Choice) else None

@@ -4,7 +4,9 @@ A model plugs into the Learner by offering ``train_step(batch) -> TrainOutput`` 
 ``valid_step(batch) -> ValidOutput``. The Learner sets ``loss_reduction`` on the
 step object before training: ``"sum"`` when the window is normalized by items or summed
 (the step must then return the *summed* loss of its micro-batch and its item count),
-``"mean"`` for the mean reductions (``mean``, ``mean_nominal``).
+``"mean"`` for the mean reductions (``mean``, ``mean_nominal``). A step that also offers
+``train_step``'s three parts (``ReplayableStep``: its inputs, its forward, its output) has its
+forward captured and replayed by the Learner (the ``replay`` setting); the Classifier does.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from minitorch_accum.autodiff import Tensor, no_grad, tensor
 from minitorch_accum.nn import Module
 from minitorch_accum.nn import functional as F
 
-__all__ = ["Classifier", "TrainOutput", "TrainStep", "ValidOutput"]
+__all__ = ["Classifier", "ReplayableStep", "TrainOutput", "TrainStep", "ValidOutput", "replayable"]
 
 
 @dataclass
@@ -45,6 +47,42 @@ class TrainStep(Protocol):
     def train_step(self, batch: Any) -> TrainOutput: ...
 
     def valid_step(self, batch: Any) -> ValidOutput: ...
+
+
+class ReplayableStep(TrainStep, Protocol):
+    """A train step in three parts, so that the Learner can replay its forward (``replay`` setting,
+    ``autodiff.Replay``): ``train_step(batch)`` is ``step_output(batch, step_forward(*step_inputs(batch)))``.
+    ``step_forward`` is the part replayed: tensors and arrays in, tensors out, nothing computed in
+    Python from its inputs' values (that belongs in ``step_inputs`` or ``step_output``)."""
+
+    def step_inputs(self, batch: Any) -> tuple[Any, ...]:
+        """The batch as the Tensors and arrays ``step_forward`` takes."""
+
+    def step_forward(self, *inputs: Any) -> Any:
+        """The loss (and any tensor ``step_output`` needs) of a micro-batch."""
+
+    def step_output(self, batch: Any, outputs: Any) -> TrainOutput:
+        """The micro-batch's TrainOutput from the batch and what ``step_forward`` returned."""
+
+
+_PARTS = ("step_inputs", "step_forward", "step_output")
+
+
+def replayable(step: Any) -> bool:
+    """Whether ``step`` is a ReplayableStep whose ``train_step`` is its parts: it has the three, and
+    none comes from above the class of its ``train_step`` (a subclass that overrides ``train_step``
+    alone, to do more per micro-batch, is not replayed: that Python would be skipped)."""
+    if not all(callable(getattr(step, name, None)) for name in ("train_step", *_PARTS)):
+        return False
+    if "train_step" in getattr(step, "__dict__", {}):  # a train_step of this object's own
+        return False
+    composer = _defined_by(type(step), "train_step")
+    return all(issubclass(_defined_by(type(step), name), composer) for name in _PARTS)
+
+
+def _defined_by(cls: type, name: str) -> type:
+    """The class of ``cls``'s MRO whose body defines ``name`` (``object`` when none does)."""
+    return next((klass for klass in cls.__mro__ if name in vars(klass)), object)
 
 
 class Classifier(Module):
@@ -79,12 +117,23 @@ class Classifier(Module):
         return y
 
     def train_step(self, batch: Any) -> TrainOutput:
+        return self.step_output(batch, self.step_forward(*self.step_inputs(batch)))
+
+    # the three parts of train_step, so that the Learner can replay the middle one (ReplayableStep)
+    def step_inputs(self, batch: Any) -> tuple[Any, Any]:
         x, y = batch
-        logits = self(self._inputs(x))
-        targets = self._targets(y)
+        return self._inputs(x), self._targets(y)
+
+    def step_forward(self, x: Any, targets: Any) -> tuple[Tensor, Tensor]:
+        logits = self(x)
         loss = F.cross_entropy(logits, targets, reduction=self.loss_reduction, ignore_index=self.ignore_index)
-        items = F.count_items(np.asarray(y), self.ignore_index)
-        return TrainOutput(loss, items, self.loss_reduction, _correct(logits, np.asarray(y), self.ignore_index))
+        return loss, logits
+
+    def step_output(self, batch: Any, outputs: tuple[Tensor, Tensor]) -> TrainOutput:
+        loss, logits = outputs
+        y = np.asarray(batch[1])
+        items = F.count_items(y, self.ignore_index)
+        return TrainOutput(loss, items, self.loss_reduction, _correct(logits, y, self.ignore_index))
 
     def valid_step(self, batch: Any) -> ValidOutput:
         x, y = batch

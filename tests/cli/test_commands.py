@@ -100,6 +100,10 @@ def test_explain_shows_kernels_and_the_check(capsys: pytest.CaptureFixture) -> N
     out = capsys.readouterr().out
     assert "gemm-beta0" in out and "gemm-beta1" in out and "copy_scale" in out
     assert "verdict: EQUAL within rounding" in out and "tolerance 1e-12 for float64" in out
+    ran = [line.split("; ", 1)[1] for line in out.splitlines() if line.startswith("micro-batch ")]
+    assert [line.split(" ")[0] for line in ran] == ["ran", "ran", "replayed:"]  # captured, checked, replayed
+    assert main(["explain", "--accum", "3", "--micro-batch", "4", "--no-replay"]) == 0
+    assert capsys.readouterr().out.count("ran eagerly (replay is off)") == 3
     # what bit for bit needs, beyond rounding: this process's fingerprint and the rule
     from minitorch_accum.backend.numerics import BIT_IDENTITY_NEEDS, numerics_fingerprint
 

@@ -43,6 +43,9 @@ def test_explain_writes_the_trace_the_snapshot_and_the_figure(tmp_path: Path, ca
     assert [e["name"] for e in complete(events, cat="window") if e["name"].startswith("ProfilerStep")] == [
         "ProfilerStep#0", "ProfilerStep#1"]
     assert len(complete(events, "forward")) == K + 1 and len(complete(events, "optimizer step")) == 2
+    # each forward replayed as training does: the window's captured, checked, replayed; the big batch's captured
+    assert [e["args"]["replay"] for e in complete(events, "forward")] == ["captured", "checked", "replayed",
+                                                                           "captured"]
     assert record["otherData"]["recordings"] == [f"{K} x {B}", f"1 x {K * B}"]
     lanes = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
     assert f"{K} x {B}: micro-batches" in lanes and f"1 x {K * B}: arena writes" in lanes

@@ -120,3 +120,34 @@ def test_learner_trains_on_the_gpu(tmp_path) -> None:
                .build(model, optim.AdamW(lr=3e-3)))
     _, history = learner.fit(DataLoader(train, 32))
     assert history.steps[-1]["loss"] < history.steps[0]["loss"]
+
+
+def test_a_replayed_micro_batch_on_the_gpu_is_an_eager_one_bit_for_bit() -> None:
+    from minitorch_accum.models import CharTransformer, TransformerConfig
+
+    rng = np.random.default_rng(0)
+    batches = [(mta.tensor(rng.integers(0, 11, size=(4, 8)), device="cuda"),
+                mta.tensor(rng.integers(0, 11, size=(4, 8)), device="cuda")) for _ in range(4)]
+    windows = []
+    for replay in (False, True):
+        mta.manual_seed(0)
+        model = CharTransformer(TransformerConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8))
+        model.to(device="cuda")
+        acc = Accumulator(model, steps=len(batches))
+
+        def loss(x: mta.Tensor, y: mta.Tensor, model: nn.Module = model) -> mta.Tensor:
+            return F.cross_entropy(model(x), y, reduction="sum")
+
+        step = acc.capture(loss) if replay else loss
+        grads = []
+        for _ in range(2):
+            for x, y in batches:
+                acc.backward(step(x, y), num_items=32)
+            grads.append([np.asarray(mta.Tensor(acc.grads()[p]).numpy()) for p in model.parameters()])
+            acc.zero()
+        windows.append(grads)
+        if replay:
+            assert step.last.outcome == "replayed"
+    for a, b in zip(*windows, strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert np.array_equal(x, y)
