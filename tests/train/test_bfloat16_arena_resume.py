@@ -13,7 +13,8 @@ import pytest
 from minitorch_accum import optim
 from minitorch_accum.data import DataLoader
 from minitorch_accum.train import LearnerBuilder, SettingsMismatchError
-from tests.train.test_learner import InterruptAt, dataset, model
+from tests.train.stopping_models import StopAt
+from tests.train.test_learner import dataset, model
 
 
 def _builder(rounding: str = "stochastic", seed: int = 5):
@@ -30,7 +31,7 @@ def _loader() -> DataLoader:
 def test_a_bfloat16_stochastic_run_resumed_mid_window_is_bit_identical(tmp_path: Path) -> None:
     builder = _builder()
     reference, _ = builder(tmp_path / "ref").build(model("float32"), optim.AdamW(lr=0.05)).fit(_loader())
-    killed = builder(tmp_path / "run").build(InterruptAt(model("float32"), at=18), optim.AdamW(lr=0.05))
+    killed = builder(tmp_path / "run").build(StopAt(model("float32"), at=18), optim.AdamW(lr=0.05))
     with pytest.raises(KeyboardInterrupt):
         killed.fit(_loader())
     saved = (tmp_path / "run" / "checkpoints" / "latest").read_text().strip()
