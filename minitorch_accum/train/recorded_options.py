@@ -28,7 +28,7 @@ from minitorch_accum.train.checkpoint import CheckpointError, FileCheckpointer
 from minitorch_accum.train.checkpoint_contents import check_checkpoint_record
 from minitorch_accum.train.resume import FINAL, check_run_not_complete, read_final_record
 from minitorch_accum.train.run_directory import CHECKPOINTS, RunCompleteError, RunDirectoryError
-from minitorch_accum.train.run_settings import SettingsMismatchError, upgrade_record
+from minitorch_accum.train.run_settings import ADDED_ROWS, SettingsMismatchError, upgrade_record
 from minitorch_accum.train.setting_kinds import Flag
 from minitorch_accum.train.settings import Setting, commanded
 
@@ -58,8 +58,9 @@ def _recorded_by_row(row: Setting) -> bool:
 def _needed(row: Setting) -> bool:
     """Whether a resume must know the row's value: a flag's absence is its off state, and a row whose
     command-line default is None leaves the choice to the task (block size); the others must be given
-    when the record lacks them."""
-    return not row.resume and not isinstance(row.kind, Flag) and row.command_default(_COMMAND) is not None
+    when the record lacks them, but a row added since (``ADDED_ROWS``): a run before it had its default."""
+    return (not row.resume and not isinstance(row.kind, Flag) and row.command_default(_COMMAND) is not None
+            and row not in ADDED_ROWS)  # a run recorded before the row existed had its default
 
 
 def _values_of(state: dict[str, Any]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ _TABLELESS_RUN = frozenset({"dataset", "micro_batch", "accum", "epochs", "lr", "
 
 # recorded rows added after version 2's records were first written: a record without one was made
 # with its default (``rounding``: the arena rounded to nearest, as every arena then did)
-_ADDED_ROWS = tuple(row for row in SETTINGS if row.name in ("rounding",))
+ADDED_ROWS = tuple(row for row in SETTINGS if row.name in ("rounding",))
 
 
 class SettingsMismatchError(ValueError):
@@ -89,7 +89,7 @@ def upgrade_record(saved: dict[str, Any], world_size: int) -> dict[str, Any]:
     added to the table since a record was written takes its default there (the run was made
     before the setting existed)."""
     if saved.get("version") == RECORD_VERSION:
-        missing = {row.name: row.default for row in _ADDED_ROWS if row.name not in saved}
+        missing = {row.name: row.default for row in ADDED_ROWS if row.name not in saved}
         return {**saved, **missing} if missing else saved
     upgraded = dict(saved)
     if "window_micro_batches" in upgraded:
@@ -104,7 +104,7 @@ def upgrade_record(saved: dict[str, Any], world_size: int) -> dict[str, Any]:
         if "version" in saved:
             upgraded["version"] = RECORD_VERSION
     if "version" in saved:
-        upgraded.update({row.name: row.default for row in _ADDED_ROWS if row.name not in saved})
+        upgraded.update({row.name: row.default for row in ADDED_ROWS if row.name not in saved})
     run = dict(saved.get("run") or {})
     if "version" not in saved and set(run) == _TABLELESS_RUN:
         upgraded["seed"] = run["seed"]

@@ -306,6 +306,7 @@ class LearnerConfig:
     reduction: str = "items"
     fusion: str = "gemm"
     accum_dtype: str = "float32"
+    rounding: str = "nearest"
     compensated: bool = False
     mixed_precision: str | None = None
     clip_grad_norm: float | None = None
@@ -331,6 +332,7 @@ class LearnerConfig:
     bucket_bytes: int = 25 << 20
     first_bucket_bytes: int = 1 << 20
     check_every: int = 50
+    replay: bool = True
     run_config: dict[str, Any] | None = None
 
 

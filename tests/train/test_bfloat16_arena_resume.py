@@ -17,9 +17,9 @@ from tests.train.stopping_models import StopAt
 from tests.train.test_learner import dataset, model
 
 
-def _builder(rounding: str = "stochastic", seed: int = 5):
+def _builder(rounding: str = "stochastic", seed: int = 5, epochs: int = 2):
     def builder(directory: Path) -> LearnerBuilder:
-        return (LearnerBuilder(directory).num_epochs(2).grads_accumulation(4).accum_dtype("bfloat16")
+        return (LearnerBuilder(directory).num_epochs(epochs).grads_accumulation(4).accum_dtype("bfloat16")
                 .rounding(rounding).seed(seed).progress("none").with_file_checkpointer(every_steps=2))
     return builder
 
@@ -71,6 +71,7 @@ def test_the_seed_decides_the_rounding(tmp_path: Path) -> None:
 
 def test_a_resume_must_keep_the_rounding(tmp_path: Path) -> None:
     _builder()(tmp_path).build(model("float32"), optim.AdamW(lr=0.05)).fit(_loader())
-    resumed = _builder("nearest")(tmp_path).build(model("float32"), optim.AdamW(lr=0.05))
+    # a longer run: a complete one has nothing to resume
+    resumed = _builder("nearest", epochs=3)(tmp_path).build(model("float32"), optim.AdamW(lr=0.05))
     with pytest.raises(SettingsMismatchError, match="rounding 'stochastic' -> 'nearest'"):
         resumed.fit(_loader(), resume=True)

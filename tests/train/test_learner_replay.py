@@ -130,6 +130,7 @@ def test_maccum_train_replays_by_default_and_ends_as_without(tmp_path: Path, cap
     finals = []
     for flags in ([], ["--no-replay"]):
         out = tmp_path / ("default" if not flags else "eager")
+        out.mkdir()  # --trace-out's directory must exist
         assert main(["train", "--dataset", "digits", "--micro-batch", "128", "--accum", "3", "--epochs", "1",
                      "--out", str(out), "--progress", "none", "--trace-out", str(out / "t.json"), *flags]) == 0
         finals.append(load_file(str(out / "final.safetensors")))

@@ -36,7 +36,10 @@ def test_every_option_a_run_recorded_is_read_back_as_it_was_started(tmp_path: Pa
     recorded = read_recorded_options(tmp_path, LocalCommunicator())
     kept = {row.name for row in commanded("train") if not row.resume}
     assert kept <= set(recorded.values)  # every option a resume must keep (a new row's too) is recorded
-    assert recorded.values == {name: started[name] for name in kept | {"num_epochs", "checkpoint_every_steps"}}
+    # --grad-dtype not given: the run resolved its arena to the model's dtype and recorded that
+    expected = {name: started[name] for name in kept | {"num_epochs", "checkpoint_every_steps"}}
+    assert started["accum_dtype"] is None
+    assert recorded.values == {**expected, "accum_dtype": "float64"}
     assert recorded.values["compensated"] is True and recorded.values["block_size"] is None
     assert recorded.checkpoint == str(tmp_path / "checkpoints" / "step0000002-epoch0000-batch000005")
 
