@@ -22,7 +22,7 @@ def precision_figure(study: PrecisionStudy) -> Any:
     """A matplotlib Figure of ``study`` (errors of 0, exact sums, have no place on a log axis)."""
     from matplotlib.figure import Figure  # no pyplot: no backend switch in the caller's process
 
-    fig = Figure(figsize=(8.4, 5.6))
+    fig = Figure(figsize=(8.4, 6.6))
     ax = fig.subplots()
     ks = np.array(study.ks, dtype=float)
     markers = iter("oPs^vDx")
@@ -61,7 +61,8 @@ def precision_figure(study: PrecisionStudy) -> Any:
     about = study.about
     ax.set_title(f"accumulation error against k ({about.get('model', 'planted gradients')}, "
                  f"micro-batches of {about.get('micro_batch', '-')})", fontsize=10)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(0.01, 0.27))  # the empty decades
+    # under the axes: with the stochastic row and its band the legend no longer fits an empty corner
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)
     ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()
     return fig

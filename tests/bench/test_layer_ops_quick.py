@@ -24,7 +24,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_every_case_has_positive_medians_and_ratios(tiny_run: dict) -> None:
     names = [c["case"] for c in tiny_run["cases"]]
     assert names == ["gelu (none)", "gelu (tanh)", "layer_norm", "cross_entropy", "embedding backward",
-                     "matmul 3-D @ 2-D", "weight-gradient GEMM"]
+                     "softmax (attention)", "matmul 3-D @ 2-D", "weight-gradient GEMM"]
     for case in tiny_run["cases"]:
         assert case["median_ms"] and all(math.isfinite(v) and v > 0 for v in case["median_ms"].values())
         assert all(math.isfinite(v) and v > 0 for v in case["ratios"].values())

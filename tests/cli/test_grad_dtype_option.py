@@ -37,9 +37,14 @@ def test_a_bfloat16_stochastic_arena_trains_and_is_recorded(tmp_path: Path, caps
     settings = _recorded(tmp_path / "plain")
     assert settings["accum_dtype"] == "float32" and settings["rounding"] == "nearest"
     capsys.readouterr()
-    # a resume keeps the arena's rounding
-    assert main(["train", *SMALL, "--grad-dtype", "bfloat16", "--out", str(tmp_path / "sr"), "--resume"]) == 2
+    # a resume keeps the arena's rounding: a typed change is refused; untyped, the record's is taken
+    longer = [*SMALL, "--epochs", "2"]  # the run is complete after 1: only a longer one resumes
+    assert main(["train", *longer, "--grad-dtype", "bfloat16", "--rounding", "nearest", "--out",
+                 str(tmp_path / "sr"), "--resume"]) == 2
     assert "rounding 'stochastic' -> 'nearest'" in capsys.readouterr().err
+    assert main(["train", *longer, "--out", str(tmp_path / "sr"), "--resume"]) == 0
+    settings = _recorded(tmp_path / "sr")
+    assert settings["accum_dtype"] == "bfloat16" and settings["rounding"] == "stochastic"
 
 
 def test_stochastic_rounding_without_a_bfloat16_arena_is_refused_before_anything_is_written(
