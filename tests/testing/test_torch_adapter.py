@@ -147,6 +147,7 @@ def test_the_fixture_module_loads_neither_torch_nor_the_library() -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.split(" ", 1)[0] == "False"
     assert set(re.findall(r"'([\w.]+)'", out.stdout)) == {"minitorch_accum.testing", "minitorch_accum.testing.torch",
+                                                          "minitorch_accum.testing.marker_defaults",
                                                           "minitorch_accum.testing.torch.pytest_fixture"}
 
 
