@@ -130,24 +130,20 @@ inline double mta_to_double(float x) { return (double)x; }
 // c ? a : b without a branch. Written as a ternary on the host, the compiler
 // sinks each arm's arithmetic into its own branch, may not speculate it back
 // (-ftrapping-math, the default), and then refuses to vectorize the loop.
-// Whole bit patterns are selected, so the result is exactly a or b.
-MTA_HD inline mta_u32 mta_select(bool c, mta_u32 a, mta_u32 b) {
+// Whole bit patterns are selected, so the result is exactly a or b. U is an
+// unsigned word (mta_u32 or mta_u64): 0 - c is all ones when c holds.
+template <class U>
+MTA_HD inline U mta_select_bits(bool c, U a, U b) {
 #if defined(__CUDA_ARCH__)
     return c ? a : b;
 #else
-    const mta_u32 mask = 0u - (mta_u32)c;
+    const U mask = (U)0 - (U)c;
     return (a & mask) | (b & ~mask);
 #endif
 }
 
-MTA_HD inline mta_u64 mta_select(bool c, mta_u64 a, mta_u64 b) {
-#if defined(__CUDA_ARCH__)
-    return c ? a : b;
-#else
-    const mta_u64 mask = 0ull - (mta_u64)c;
-    return (a & mask) | (b & ~mask);
-#endif
-}
+MTA_HD inline mta_u32 mta_select(bool c, mta_u32 a, mta_u32 b) { return mta_select_bits(c, a, b); }
+MTA_HD inline mta_u64 mta_select(bool c, mta_u64 a, mta_u64 b) { return mta_select_bits(c, a, b); }
 
 MTA_HD inline float mta_select(bool c, float a, float b) {
     return mta_float_from_bits(mta_select(c, mta_float_bits(a), mta_float_bits(b)));

@@ -93,16 +93,16 @@ extern "C" __global__ void mta_sgd_momentum_step_f64(double* p, const double* g,
     mta_grid_stride_apply<2>(op, n);
 }
 
-// multi_sgd_momentum_step: the same over a list of (p, g, buf), one launch per table (20 B/elem)
-extern "C" __global__ void __launch_bounds__(MTA_MT_BLOCK)
-    mta_multi_sgd_momentum_step_f32(const __grid_constant__ MtaTensorTable<3> table, MtaSgdScalars<float> h) {
-    mta_sgd_block<float>(table, h);
-}
+// A multi-tensor step kernel: BLOCK<T> over the table's chunks of DEPTH rows (p, g, and the state).
+#define MTA_MULTI_STEP_KERNEL(name, T, DEPTH, SCALARS, BLOCK)                                  \
+    extern "C" __global__ void __launch_bounds__(MTA_MT_BLOCK)                               \
+        name(const __grid_constant__ MtaTensorTable<DEPTH> table, SCALARS<T> h) {            \
+        BLOCK<T>(table, h);                                                                  \
+    }
 
-extern "C" __global__ void __launch_bounds__(MTA_MT_BLOCK)
-    mta_multi_sgd_momentum_step_f64(const __grid_constant__ MtaTensorTable<3> table, MtaSgdScalars<double> h) {
-    mta_sgd_block<double>(table, h);
-}
+// multi_sgd_momentum_step: the same over a list of (p, g, buf), one launch per table (20 B/elem)
+MTA_MULTI_STEP_KERNEL(mta_multi_sgd_momentum_step_f32, float, 3, MtaSgdScalars, mta_sgd_block)
+MTA_MULTI_STEP_KERNEL(mta_multi_sgd_momentum_step_f64, double, 3, MtaSgdScalars, mta_sgd_block)
 
 // adamw_step: p *= 1-lr*wd; m = b1*m + (1-b1)*g'; v = b2*v + (1-b2)*g'^2; p -= lr/bc1 * m/(sqrt(v)/sqrt(bc2) + eps)
 // (28 B/elem: p, m, v read + write, g read)
@@ -119,15 +119,8 @@ extern "C" __global__ void mta_adamw_step_f64(double* p, const double* g, double
 }
 
 // multi_adamw_step: the same over a list of (p, g, m, v), one launch per table (28 B/elem)
-extern "C" __global__ void __launch_bounds__(MTA_MT_BLOCK)
-    mta_multi_adamw_step_f32(const __grid_constant__ MtaTensorTable<4> table, MtaAdamScalars<float> h) {
-    mta_adam_block<float>(table, h);
-}
-
-extern "C" __global__ void __launch_bounds__(MTA_MT_BLOCK)
-    mta_multi_adamw_step_f64(const __grid_constant__ MtaTensorTable<4> table, MtaAdamScalars<double> h) {
-    mta_adam_block<double>(table, h);
-}
+MTA_MULTI_STEP_KERNEL(mta_multi_adamw_step_f32, float, 4, MtaAdamScalars, mta_adam_block)
+MTA_MULTI_STEP_KERNEL(mta_multi_adamw_step_f64, double, 4, MtaAdamScalars, mta_adam_block)
 
 #define MTA_OPTIMIZER_KERNELS(X)                                \
     X(mta_sgd_momentum_step_f32, 1024, false)                   \

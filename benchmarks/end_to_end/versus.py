@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -357,26 +358,25 @@ def _compile_lines(payload: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _row_lines(payload: dict[str, Any], key: str, heading: str, line: Callable[[dict[str, Any]], str]) -> list[str]:
+    """A heading and one line per row of ``payload[key]``; nothing where it holds no rows."""
+    rows = payload.get(key) or []
+    return ["", heading, *(f"  {line(r)}" for r in rows)] if rows else []
+
+
 def _environment_lines(payload: dict[str, Any]) -> list[str]:
-    rows = payload.get("faster_environment") or []
-    if not rows:
-        return []
-    lines = ["", "as set or unset (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE): median ms per micro-batch over the ks"]
-    for r in rows:
-        lines.append(f"  {r['model']}, {r['threads']} thread(s), {r['side']}: as set {r['ms_as_set']:.2f}, unset "
-                     f"{r['ms_unset']:.2f}: {r['faster']} is faster by {r['by']:.2f}x")
-    return lines
+    return _row_lines(
+        payload, "faster_environment",
+        "as set or unset (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE): median ms per micro-batch over the ks",
+        lambda r: f"{r['model']}, {r['threads']} thread(s), {r['side']}: as set {r['ms_as_set']:.2f}, unset "
+                  f"{r['ms_unset']:.2f}: {r['faster']} is faster by {r['by']:.2f}x")
 
 
 def _scaling_lines(payload: dict[str, Any]) -> list[str]:
-    rows = payload.get("scaling") or []
-    if not rows:
-        return []
-    lines = ["", "2 threads against 1: ms per micro-batch (median over the ks)"]
-    for r in rows:
-        lines.append(f"  {r['environment']}, {r['model']} (b = {r['micro_batch']}), {r['side']}: {r['ms_1_thread']:.2f}"
-                     f" -> {r['ms_2_threads']:.2f} ms, {r['ratio']:.2f}x")
-    return lines
+    return _row_lines(
+        payload, "scaling", "2 threads against 1: ms per micro-batch (median over the ks)",
+        lambda r: f"{r['environment']}, {r['model']} (b = {r['micro_batch']}), {r['side']}: {r['ms_1_thread']:.2f}"
+                  f" -> {r['ms_2_threads']:.2f} ms, {r['ratio']:.2f}x")
 
 
 def _roofline_lines(payload: dict[str, Any]) -> list[str]:

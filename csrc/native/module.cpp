@@ -109,17 +109,8 @@ launch constants, so the Python launch planner can check its NumPy mirrors.)doc"
 PYBIND11_MODULE(_native, m) {
     m.doc() = R"doc(Native CPU kernels of minitorch_accum (SIMD loops on a small thread pool, GIL released) and the
 CPU launch emulator of its CUDA kernels. Private: use minitorch_accum.kernels.)doc";
-    minitorch_accum::bind_accumulate(m);
-    minitorch_accum::bind_l2_norm(m);
-    minitorch_accum::bind_optimizer_steps(m);
-    minitorch_accum::bind_gelu(m);
-    minitorch_accum::bind_layer_norm(m);
-    minitorch_accum::bind_cross_entropy(m);
-    minitorch_accum::bind_embedding(m);
-    minitorch_accum::bind_softmax(m);
-    minitorch_accum::bind_gemm(m);
-    minitorch_accum::bind_layout(m);
-    minitorch_accum::bind_environment(m);
-    minitorch_accum::bind_memory_counter(m);
+#define MTA_CALL_BIND(name) minitorch_accum::bind_##name(m);
+    MTA_NATIVE_PIECES(MTA_CALL_BIND)
+#undef MTA_CALL_BIND
     minitorch_accum::emulator::bind(m);
 }

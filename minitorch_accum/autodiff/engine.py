@@ -21,6 +21,7 @@ import numpy as np
 
 from minitorch_accum.autodiff.gradients import Gradients
 from minitorch_accum.autodiff.graph import Node, TensorBase
+from minitorch_accum.autodiff.post_order import post_order
 
 __all__ = ["GraphFreedError", "LeafSink", "reduce_to_shape", "run_backward"]
 
@@ -68,27 +69,17 @@ _FREED = ("backward: this graph was already freed by an earlier backward(); run 
           "pass retain_graph=True to the first backward()")
 
 
+def _check_reached(node: Node) -> None:
+    if node.freed:
+        raise GraphFreedError(_FREED)
+    if node.watched is not None:  # before any gradient is written: an in-place change is refused whole
+        node.check_saved()
+
+
 def _topological_order(root: Node) -> list[Node]:
     """Nodes that need gradients, each after every node that uses its output."""
-    order: list[Node] = []
-    seen: set[int] = set()
-    stack: list[tuple[Node, bool]] = [(root, False)]
-    while stack:
-        node, inputs_done = stack.pop()
-        if inputs_done:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if node.freed:
-            raise GraphFreedError(_FREED)
-        if node.watched is not None:  # before any gradient is written: an in-place change is refused whole
-            node.check_saved()
-        stack.append((node, True))
-        for edge in reversed(node.inputs):
-            if edge.node is not None and id(edge.node) not in seen:
-                stack.append((edge.node, False))
+    order = post_order(root, lambda node: [edge.node for edge in node.inputs if edge.node is not None],
+                       reached=_check_reached)
     order.reverse()
     return order
 

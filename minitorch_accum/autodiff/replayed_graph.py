@@ -28,6 +28,7 @@ import numpy as np
 from minitorch_accum.autodiff.captured_program import EdgeSpec, Program
 from minitorch_accum.autodiff.engine import GraphFreedError, LeafSink, reduce_to_shape
 from minitorch_accum.autodiff.graph import TensorBase
+from minitorch_accum.autodiff.post_order import post_order
 from minitorch_accum.autodiff.saved_versions import check, watch
 from minitorch_accum.autodiff.tensor import Tensor
 from minitorch_accum.backend import backend_of_array
@@ -236,23 +237,9 @@ def _walk_of(steps: list[Any], root: int) -> tuple[list[int], list[int]]:
     """engine._topological_order over the steps: the order backward walks them from ``root`` (each
     after every step that uses its result) and the order the walk first reaches them, in which
     the engine checks them."""
-    order: list[int] = []
     discovered: list[int] = []
-    seen: set[int] = set()
-    stack: list[tuple[int, bool]] = [(root, False)]
-    while stack:
-        position, inputs_done = stack.pop()
-        if inputs_done:
-            order.append(position)
-            continue
-        if position in seen:
-            continue
-        seen.add(position)
-        discovered.append(position)
-        stack.append((position, True))
-        for edge in reversed(steps[position].edges):
-            if edge.node is not None and edge.node not in seen:
-                stack.append((edge.node, False))
+    order = post_order(root, lambda position: [edge.node for edge in steps[position].edges if edge.node is not None],
+                       key=int, reached=discovered.append)
     order.reverse()
     return order, discovered
 

@@ -24,16 +24,22 @@ class Dataset(Protocol):
     def get_batch(self, indices: np.ndarray) -> Any: ...
 
 
+def check_loader(loader: str, dataset: Dataset, name: str, size: Any) -> None:
+    """A loader's micro-batch size ``name`` is a positive int and its dataset is not empty; errors
+    name the ``loader``."""
+    if isinstance(size, bool) or not isinstance(size, int | np.integer) or size <= 0:
+        raise ValueError(f"{loader}: {name} must be a positive int, got {size!r}")
+    if len(dataset) == 0:
+        raise ValueError(f"{loader}: the dataset is empty")
+
+
 class DataLoader:
     """Iterate a dataset in batches of ``batch_size``; ``iter(loader)`` yields the batches
     of the current epoch (``set_epoch``), ``batches(epoch, start)`` any epoch from any batch."""
 
     def __init__(self, dataset: Dataset, batch_size: int, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size <= 0:
-            raise ValueError(f"DataLoader: batch_size must be a positive int, got {batch_size!r}")
-        if len(dataset) == 0:
-            raise ValueError("DataLoader: the dataset is empty")
+        check_loader("DataLoader", dataset, "batch_size", batch_size)
         self.dataset = dataset
         self.batch_size = int(batch_size)
         self.shuffle = shuffle

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from minitorch_accum.data.loader import Dataset
+from minitorch_accum.data.loader import Dataset, check_loader
 
 __all__ = ["TokenBudgetLoader"]
 
@@ -42,10 +42,7 @@ class TokenBudgetLoader:
 
     def __init__(self, dataset: Dataset, max_tokens: int, shuffle: bool = True, seed: int = 0,
                  lengths: Any = None) -> None:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int | np.integer) or max_tokens <= 0:
-            raise ValueError(f"TokenBudgetLoader: max_tokens must be a positive int, got {max_tokens!r}")
-        if len(dataset) == 0:
-            raise ValueError("TokenBudgetLoader: the dataset is empty")
+        check_loader("TokenBudgetLoader", dataset, "max_tokens", max_tokens)
         if lengths is None:
             lengths = getattr(dataset, "lengths", None)
             if lengths is None:

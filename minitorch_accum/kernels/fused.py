@@ -12,7 +12,9 @@ kernels, NumPy arrays the path of ``kernel_path()``. Outputs are allocated when 
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 from numpy.typing import DTypeLike
@@ -187,28 +189,27 @@ def softmax_forward(x: Array, bias: Array | None = None, scale: float = 1.0, out
     """softmax(x scale + bias) over each row of a 2-D x, in x's dtype: row r adds the bias's row
     r % its rows (an attention's mask, (L, S) for every (L, S) block of rows), or nothing when
     bias is None (8 B/elem fp32)."""
-    kernel = "softmax_forward"
-    scale = real_number(kernel, "scale", scale)
-    target = _target(kernel, ("x", "bias", "out"), (x, bias, out))
-    out = _empty(x, tuple(x.shape)) if out is None else out
-    if isinstance(target, ModuleType):
-        target.softmax_forward(x, bias, scale, out)
-        return out
-    fused_reference.check_softmax(kernel, x, bias, out)
-    target.run(fused_plan.plan_softmax_forward(x, bias, scale, out, target.sm_count))
-    return out
+    return _softmax_rows("softmax_forward", ("x", "bias", "out"), x, bias, scale, out,
+                         fused_plan.plan_softmax_forward)
 
 
 def softmax_backward(probs: Array, grad: Array, scale: float = 1.0, out: Array | None = None) -> Array:
     """probs (grad - sum(grad probs)) scale over each row: the gradient of softmax_forward's x from
     its output ``probs`` (12 B/elem fp32)."""
-    kernel = "softmax_backward"
+    return _softmax_rows("softmax_backward", ("probs", "grad", "out"), probs, grad, scale, out,
+                         fused_plan.plan_softmax_backward)
+
+
+def _softmax_rows(kernel: str, names: tuple[str, str, str], rows: Array, other: Array | None, scale: float,
+                  out: Array | None, plan: Callable[..., Any]) -> Array:
+    """Either softmax kernel: ``out`` (made like ``rows`` when None) from ``rows``, ``other`` and the
+    scale, by the native module's function of that name or the device's ``plan``."""
     scale = real_number(kernel, "scale", scale)
-    target = _target(kernel, ("probs", "grad", "out"), (probs, grad, out))
-    out = _empty(probs, tuple(probs.shape)) if out is None else out
+    target = _target(kernel, names, (rows, other, out))
+    out = _empty(rows, tuple(rows.shape)) if out is None else out
     if isinstance(target, ModuleType):
-        target.softmax_backward(probs, grad, scale, out)
+        getattr(target, kernel)(rows, other, scale, out)
         return out
-    fused_reference.check_softmax(kernel, probs, grad, out)
-    target.run(fused_plan.plan_softmax_backward(probs, grad, scale, out, target.sm_count))
+    fused_reference.check_softmax(kernel, rows, other, out)
+    target.run(plan(rows, other, scale, out, target.sm_count))
     return out

@@ -19,6 +19,7 @@ import numpy as np
 from minitorch_accum.autodiff import Tensor
 from minitorch_accum.autodiff.conversion import device_and_dtype
 from minitorch_accum.autodiff.grad_mode import float_errors_silenced, silence_float_errors
+from minitorch_accum.autodiff.post_order import post_order
 from minitorch_accum.backend import (
     Backend,
     backend_for,
@@ -200,20 +201,7 @@ class Module:
 
         ``model.apply(init)`` with ``init`` calling ``nn.init.xavier_uniform_(m.weight)`` for each
         Linear is PyTorch's way of initializing a model."""
-        seen: set[int] = set()
-        order: list[Module] = []
-        stack: list[tuple[Module, bool]] = [(self, False)]
-        while stack:
-            module, expanded = stack.pop()
-            if expanded:
-                order.append(module)
-                continue
-            if id(module) in seen:
-                continue
-            seen.add(id(module))
-            stack.append((module, True))
-            children = [v for _, v in module._members() if isinstance(v, Module)]
-            stack.extend((child, False) for child in reversed(children))
+        order = post_order(self, lambda module: [v for _, v in module._members() if isinstance(v, Module)])
         for module in order:
             fn(module)
         return self

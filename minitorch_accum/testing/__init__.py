@@ -22,6 +22,7 @@
 """
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 #: every public name, and the module it lives in; each loads on first use (PEP 562), so that
@@ -47,14 +48,25 @@ _HOMES = {
 __all__ = sorted(_HOMES)
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+def _lazy_exports(namespace: dict[str, Any], homes: dict[str, str]) -> tuple[Callable[[str], Any],
+                                                                             Callable[[], list[str]]]:
+    """PEP 562's ``__getattr__`` and ``__dir__`` for the package whose globals are ``namespace``: each
+    name of ``homes`` loads from its module on first use and is kept. ``minitorch_accum.testing.torch``
+    takes them from here too (this package is loaded before it anyway)."""
+    package = namespace["__name__"]
+
+    def load(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{home}"), name)
+        namespace[name] = value
+        return value
+
+    def names() -> list[str]:
+        return sorted(set(namespace) | set(homes))
+
+    return load, names
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(globals(), _HOMES)

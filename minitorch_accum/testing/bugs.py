@@ -36,6 +36,7 @@ from minitorch_accum.testing.properties import property_named
 from minitorch_accum.testing.property_results import FAILED, INEXACT, PASSED, PropertyResult
 from minitorch_accum.testing.recipes import Recipe
 from minitorch_accum.testing.subject import Subject
+from minitorch_accum.testing.summed_losses import shifted_cross_entropy, summed_cross_entropy
 from minitorch_accum.testing.tolerance_words import gap_words, share_of_largest, tolerance_words
 
 __all__ = ["EXHIBITS", "Citation", "Exhibit", "Measurement", "code_pairs", "describe", "exhibit", "measure",
@@ -97,16 +98,6 @@ class Measurement:
 
 
 # ---------------------------------------------------------------- the models the bugs are shown on
-def _summed_cross_entropy(output: Tensor, targets: np.ndarray) -> tuple[Tensor, int]:
-    return F.cross_entropy(output, targets, reduction="sum"), F.count_items(targets)
-
-
-def _shifted_cross_entropy(output: Tensor, labels: np.ndarray) -> tuple[Tensor, int]:
-    """A causal LM's loss: position t predicts label t + 1, so position 0's label is never a target."""
-    targets = labels[:, 1:]
-    return F.cross_entropy(output[:, :-1], targets, reduction="sum"), F.count_items(targets)
-
-
 def _shifted_cross_entropy_counted_before_the_shift(output: Tensor, labels: np.ndarray) -> tuple[Tensor, int]:
     """The Trainer's count before transformers PR #46204: the labels counted before the causal shift."""
     targets = labels[:, 1:]
@@ -120,7 +111,7 @@ def _mlp() -> Module:
 
 def _mlp_subject() -> Subject:
     rng = np.random.default_rng(0)
-    return Subject(_mlp, _summed_cross_entropy, (rng.normal(size=(12, 5)), rng.integers(0, 3, 12)))
+    return Subject(_mlp, summed_cross_entropy, (rng.normal(size=(12, 5)), rng.integers(0, 3, 12)))
 
 
 def _batch_norm_subject() -> Subject:
@@ -129,7 +120,7 @@ def _batch_norm_subject() -> Subject:
         return Sequential(Linear(5, 8), BatchNorm1d(8), Tanh(), Linear(8, 3))
 
     rng = np.random.default_rng(0)
-    return Subject(model, _summed_cross_entropy, (rng.normal(size=(12, 5)), rng.integers(0, 3, 12)))
+    return Subject(model, summed_cross_entropy, (rng.normal(size=(12, 5)), rng.integers(0, 3, 12)))
 
 
 def _token_model(vocab: int, classes: int) -> Callable[[], Module]:
@@ -150,10 +141,10 @@ def _padded_sequences(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sequence_subject() -> Subject:
-    return Subject(_token_model(9, 4), _summed_cross_entropy, _padded_sequences())
+    return Subject(_token_model(9, 4), summed_cross_entropy, _padded_sequences())
 
 
-def _causal_subject(loss_fn: Callable[[Tensor, np.ndarray], tuple[Tensor, int]] = _shifted_cross_entropy) -> Subject:
+def _causal_subject(loss_fn: Callable[[Tensor, np.ndarray], tuple[Tensor, int]] = shifted_cross_entropy) -> Subject:
     ids, labels = _padded_sequences()
     labels = np.where(labels == -100, -100, ids)  # a causal LM's labels are its inputs, padding excluded
     return Subject(_token_model(9, 9), loss_fn, (ids, labels))

@@ -21,6 +21,7 @@ from minitorch_accum.autodiff import Tensor
 from minitorch_accum.models import CharTransformer, TransformerConfig
 from minitorch_accum.nn import GELU, Dropout, Embedding, LayerNorm, Linear, Module, ReLU, Sequential, Tanh
 from minitorch_accum.nn import functional as F
+from minitorch_accum.testing.summed_losses import shifted_cross_entropy, summed_cross_entropy
 
 __all__ = ["FAMILIES", "Family"]
 
@@ -42,15 +43,6 @@ class Family:
 
 
 # --------------------------------------------------------------------------------- losses
-def _summed_cross_entropy(output: Tensor, targets: np.ndarray) -> tuple[Tensor, int]:
-    return F.cross_entropy(output, targets, reduction="sum"), F.count_items(targets)
-
-
-def _shifted_cross_entropy(output: Tensor, labels: np.ndarray) -> tuple[Tensor, int]:
-    targets = labels[:, 1:]
-    return F.cross_entropy(output[:, :-1], targets, reduction="sum"), F.count_items(targets)
-
-
 def _padded_cross_entropy(output: Tensor, targets: np.ndarray) -> tuple[Tensor, int]:
     return F.cross_entropy(output, targets, reduction="sum", ignore_index=PAD), F.count_items(targets)
 
@@ -141,24 +133,24 @@ def _tiny_lm() -> Module:
 
 
 FAMILIES: dict[str, Family] = {family.name: family for family in (
-    Family("attention_key_bias", AttentionHead, _shifted_cross_entropy, _padded_sequences, sequences=True),
-    Family("tiny_lm_fused_qkv_tied", _tiny_lm, _shifted_cross_entropy, _padded_sequences, sequences=True),
-    Family("attention_dropout", lambda: AttentionHead(dropout=0.2), _shifted_cross_entropy, _padded_sequences,
+    Family("attention_key_bias", AttentionHead, shifted_cross_entropy, _padded_sequences, sequences=True),
+    Family("tiny_lm_fused_qkv_tied", _tiny_lm, shifted_cross_entropy, _padded_sequences, sequences=True),
+    Family("attention_dropout", lambda: AttentionHead(dropout=0.2), shifted_cross_entropy, _padded_sequences,
            sequences=True),
-    Family("bias_before_layer_norm", BiasBeforeNorm, _summed_cross_entropy, _features),
-    Family("residual_layer_norm", Residual, _summed_cross_entropy, _features),
-    Family("tied_square_linear", TiedMLP, _summed_cross_entropy, _features),
+    Family("bias_before_layer_norm", BiasBeforeNorm, summed_cross_entropy, _features),
+    Family("residual_layer_norm", Residual, summed_cross_entropy, _features),
+    Family("tied_square_linear", TiedMLP, summed_cross_entropy, _features),
     Family("padded_embeddings", lambda: Sequential(Embedding(VOCAB, 6), Tanh(), Linear(6, 4)),
            _padded_cross_entropy, _padded_classes),
     Family("gelu_tanh_mlp", lambda: Sequential(Linear(5, 8), GELU("tanh"), Linear(8, 8), Tanh(), Linear(8, 3)),
-           _summed_cross_entropy, _features),
+           summed_cross_entropy, _features),
     Family("relu_mlp_dropout", lambda: Sequential(Linear(5, 8), ReLU(), Dropout(0.3), Linear(8, 3)),
-           _summed_cross_entropy, _features),
+           summed_cross_entropy, _features),
     Family("mlp_in_eval_mode", lambda: Sequential(Linear(5, 8), GELU(), Dropout(0.5), Linear(8, 3)).eval(),
-           _summed_cross_entropy, _features),
+           summed_cross_entropy, _features),
     Family("squared_error_head", lambda: Sequential(Linear(5, 6), Tanh(), Linear(6, 2)), _summed_squares,
            _regression),
     Family("deep_narrow_tanh", lambda: Sequential(*(m for _ in range(4) for m in (Linear(3, 3), Tanh())),
                                                   Linear(3, 3)),
-           _summed_cross_entropy, lambda seed, rows: _features(seed, rows, width=3)),
+           summed_cross_entropy, lambda seed, rows: _features(seed, rows, width=3)),
 )}

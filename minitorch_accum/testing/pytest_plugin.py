@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from minitorch_accum.testing.marker_defaults import MARKER, marker_defaults
+
 if TYPE_CHECKING:  # the library itself loads when a test first calls the fixture, not with pytest
     from minitorch_accum.nn import Module
     from minitorch_accum.testing.equivalence import AccumulationReport
@@ -40,8 +42,6 @@ with contextlib.suppress(ImportError):  # the profiles need hypothesis (the test
     from minitorch_accum.testing import profiles as _profiles  # noqa: F401 (registers them on import)
 
 __all__ = ["AccumulationEquivalence", "accumulation_equivalence", "pytest_configure"]
-
-MARKER = "accumulation"
 
 
 class AccumulationEquivalence:
@@ -74,9 +74,4 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def accumulation_equivalence(request: pytest.FixtureRequest) -> AccumulationEquivalence:
     """Check gradient accumulation on your model: ``accumulation_equivalence(make_model, loss_fn, batch)``."""
-    defaults: dict[str, Any] = {}
-    for mark in reversed(list(request.node.iter_markers(MARKER))):  # the closest mark wins
-        if mark.args:
-            raise TypeError(f"@pytest.mark.{MARKER} takes keywords only (dtype=, splits=, ...), got {mark.args}")
-        defaults.update(mark.kwargs)
-    return AccumulationEquivalence(defaults)
+    return AccumulationEquivalence(marker_defaults(request, "dtype=, splits=, ..."))

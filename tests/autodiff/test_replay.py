@@ -40,6 +40,17 @@ class Switch(nn.Module):
         return self.second(h.gelu() if self.gelu else h.tanh())
 
 
+class MaskedSum(nn.Module):
+    """A Linear's output times an array the module holds (not a parameter), summed."""
+
+    def __init__(self) -> None:
+        self.layer = nn.Linear(6, 4, dtype="float64")
+        self.mask = np.ones(4)
+
+    def forward(self, x: mta.Tensor) -> mta.Tensor:
+        return (self.layer(x) * mta.from_numpy(self.mask)).sum()
+
+
 def _x(rows: int = 3, seed: int = 0) -> mta.Tensor:
     return mta.tensor(np.random.default_rng(seed).normal(size=(rows, 6)))
 
@@ -672,15 +683,7 @@ def test_a_frozen_view_of_a_replaced_layers_array_is_never_replayed() -> None:
 
 
 def test_an_array_the_model_holds_is_read_afresh() -> None:
-    class Masked(nn.Module):
-        def __init__(self) -> None:
-            self.layer = nn.Linear(6, 4, dtype="float64")
-            self.mask = np.ones(4)
-
-        def forward(self, x: mta.Tensor) -> mta.Tensor:
-            return (self.layer(x) * mta.from_numpy(self.mask)).sum()
-
-    model = Masked()
+    model = MaskedSum()
     step = capture(lambda x: model(x), model)
     for _ in range(3):
         step(_x())
@@ -821,17 +824,9 @@ def test_returned_constants_arguments_and_arrays_of_the_model_are_the_callers_ow
 
 
 def test_a_raw_write_to_an_array_the_model_holds_is_refused_as_eagerly() -> None:
-    class Masked(nn.Module):
-        def __init__(self) -> None:
-            self.layer = nn.Linear(6, 4, dtype="float64")
-            self.mask = np.ones(4)
-
-        def forward(self, x: mta.Tensor) -> mta.Tensor:
-            return (self.layer(x) * mta.from_numpy(self.mask)).sum()
-
     messages = []
     for replayed in (False, True):
-        model = Masked()
+        model = MaskedSum()
         step = capture(lambda x, model=model: model(x), model) if replayed else model
         for _ in range(3):
             step(_x()).backward()

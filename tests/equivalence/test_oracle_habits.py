@@ -16,6 +16,7 @@ from minitorch_accum import nn
 from minitorch_accum.nn import functional as F
 from minitorch_accum.optim.lr_scheduler import CosineAnnealingLR, LambdaLR, OneCycleLR, SequentialLR, StepLR
 from minitorch_accum.testing.strategies import arrays, shapes
+from tests.optim.schedule_rates import rates, torch_rates
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.oracle
@@ -160,27 +161,11 @@ def test_a_linear_with_another_dtype_is_refused_by_both() -> None:
         nn.Linear(3, 2, dtype="float64")(mta.tensor(x))
 
 
-def torch_rates(make, base_lr: float, n: int) -> list[float]:
-    """The rate each of ``n`` optimizer steps uses under a torch scheduler, stepped after each step."""
-    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=base_lr)
-    scheduler = make(optimizer)
-    found = []
-    for _ in range(n):
-        found.append(optimizer.param_groups[0]["lr"])
-        optimizer.step()
-        scheduler.step()
-    return found
-
-
-def our_rates(scheduler, n: int) -> list[float]:
-    return [scheduler.step() for _ in range(n)]
-
-
 def test_lambda_lr_matches_torch() -> None:
     def fn(step: int) -> float:
         return 0.95**step if step % 3 else 1.0 / (step + 1)
 
-    assert our_rates(LambdaLR(0.2, fn), 12) == torch_rates(lambda o: torch.optim.lr_scheduler.LambdaLR(o, fn), 0.2, 12)
+    assert rates(LambdaLR(0.2, fn), 12) == torch_rates(lambda o: torch.optim.lr_scheduler.LambdaLR(o, fn), 0.2, 12)
 
 
 @given(total=st.integers(1, 40), pct=st.floats(0.05, 0.95), strategy=st.sampled_from(["cos", "linear"]),
@@ -199,9 +184,9 @@ def test_one_cycle_matches_torch(total: int, pct: float, strategy: str, three_ph
         expected = torch_rates(theirs, 0.3, total)
     except ZeroDivisionError:  # a phase of zero length: torch divides by zero too
         with pytest.raises(ZeroDivisionError):
-            our_rates(ours, total)
+            rates(ours, total)
         return
-    assert our_rates(ours, total) == expected
+    assert rates(ours, total) == expected
 
 
 @pytest.mark.parametrize("case", ["warmup-then-step", "warmup-then-cosine", "three"])
@@ -233,4 +218,4 @@ def test_sequential_lr_matches_torch(case: str) -> None:
                     torch.optim.lr_scheduler.LambdaLR(o, lambda s: 0.9**s)], [4, 11])
 
     # StepLR and CosineAnnealingLR in torch step recursively from the previous rate: equal to rounding
-    np.testing.assert_allclose(our_rates(ours, n), torch_rates(theirs, base, n), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(rates(ours, n), torch_rates(theirs, base, n), rtol=1e-12, atol=0)

@@ -5,6 +5,8 @@ Skipped without a CUDA device (see tests/conftest.py); run by benchmarks/gpu_che
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -25,18 +27,24 @@ def mlp(dtype: str = "float64") -> nn.Module:
                          nn.Linear(16, 4, dtype=dtype))
 
 
+def _same_on_the_cpu_and_the_gpu(seed: int, rows: int, run: Any) -> None:
+    """``run(model, x, y, device)``'s arrays for a fresh mlp and the same drawn batch of ``rows``,
+    on the CPU and on the GPU: equal to float64 rounding."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(rows, 8))
+    y = rng.integers(0, 4, size=rows)
+    cpu, gpu = (run(mlp().to(device=device), x, y, device) for device in ("cpu", "cuda"))
+    for a, b in zip(cpu, gpu, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
 def test_tensor_ops_and_backward_match_the_cpu() -> None:
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(5, 8))
-    y = rng.integers(0, 4, size=5)
-    results = []
-    for device in ("cpu", "cuda"):
-        model = mlp().to(device=device)
+    def gradients(model: nn.Module, x: np.ndarray, y: np.ndarray, device: str) -> list[np.ndarray]:
         grads = F.cross_entropy(model(mta.tensor(x, dtype="float64", device=device)),
                                 mta.tensor(y, device=device)).backward()
-        results.append([np.asarray(mta.Tensor(grads[p]).numpy()) for p in model.parameters()])
-    for a, b in zip(*results, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+        return [np.asarray(mta.Tensor(grads[p]).numpy()) for p in model.parameters()]
+
+    _same_on_the_cpu_and_the_gpu(0, 5, gradients)
 
 
 def test_cross_device_op_is_a_clear_error() -> None:
@@ -74,12 +82,7 @@ def test_the_gradient_norm_covers_gradients_on_several_devices() -> None:
 
 @pytest.mark.parametrize("fusion", ["leaf", "gemm", "none"])
 def test_accumulator_on_the_gpu_equals_the_cpu_window(fusion: str) -> None:
-    rng = np.random.default_rng(1)
-    x = rng.normal(size=(12, 8))
-    y = rng.integers(0, 4, size=12)
-    windows = []
-    for device in ("cpu", "cuda"):
-        model = mlp().to(device=device)
+    def window(model: nn.Module, x: np.ndarray, y: np.ndarray, device: str) -> list[np.ndarray]:
         acc = Accumulator(model, steps=3, fusion=fusion, accum_dtype="float64")
         for i in range(3):
             part = slice(i * 4, (i + 1) * 4)
@@ -88,9 +91,9 @@ def test_accumulator_on_the_gpu_equals_the_cpu_window(fusion: str) -> None:
             acc.backward(loss, num_items=4)
         opt = optim.AdamW(lr=0.01)
         opt.step(model, acc)
-        windows.append([p.numpy() for p in model.parameters()])
-    for a, b in zip(*windows, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+        return [p.numpy() for p in model.parameters()]
+
+    _same_on_the_cpu_and_the_gpu(1, 12, window)
 
 
 def test_gemm_fusion_writes_into_the_arena_on_the_gpu() -> None:

@@ -17,13 +17,10 @@ from minitorch_accum.data import DataLoader
 from minitorch_accum.nn import functional as F
 from minitorch_accum.optim.lr_scheduler import CosineAnnealingLR, LinearWarmupLR
 from minitorch_accum.train import LearnerBuilder
+from tests.optim.schedule_rates import rates, torch_rates
 from tests.train.test_learner import dataset, model
 
 LR, MIN_LR, WARMUP, TOTAL = 6e-4, 6e-5, 4, 12
-
-
-def rates(scheduler, n: int) -> list[float]:
-    return [scheduler.step() for _ in range(n)]
 
 
 def nanogpt_get_lr(it: int, learning_rate: float = LR, min_lr: float = MIN_LR, warmup_iters: int = WARMUP,
@@ -54,15 +51,7 @@ def test_the_default_warmup_starts_at_one_step_of_w_and_reaches_the_rate_at_step
 
 def _huggingface(make_schedule, steps: int, **arguments) -> list[float]:
     """The rates a transformers schedule gives a torch optimizer, one per optimizer step."""
-    torch = pytest.importorskip("torch")
-    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=LR)
-    schedule = make_schedule(optimizer, **arguments)
-    seen = []
-    for _ in range(steps):
-        seen.append(optimizer.param_groups[0]["lr"])
-        optimizer.step()
-        schedule.step()
-    return seen
+    return torch_rates(lambda optimizer: make_schedule(optimizer, **arguments), LR, steps)
 
 
 def test_the_huggingface_warmup_is_transformers_schedules() -> None:

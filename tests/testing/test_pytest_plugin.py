@@ -15,6 +15,7 @@ import pytest
 
 from minitorch_accum.testing import PROPERTIES
 from minitorch_accum.testing.pytest_plugin import AccumulationEquivalence
+from tests.testing.installed_plugin import install_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKED = '''
@@ -68,12 +69,7 @@ def test_pyproject_declares_the_plugin_entry_point() -> None:
 @pytest.fixture
 def installed_plugin(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A user's project: the docs' example and a marked test, with the plugin found by its entry point."""
-    site = pytester.mkdir("site")
-    info = site / "minitorch_accum_plugin_probe-0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: minitorch_accum_plugin_probe\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[pytest11]\nminitorch_accum = minitorch_accum.testing.pytest_plugin\n")
-    monkeypatch.syspath_prepend(str(site))
+    install_plugin(pytester, monkeypatch, "minitorch_accum_plugin_probe")
     pytester.makepyfile(test_user_example=docs_example() + HELPER, test_marked=MARKED)
     return pytester
 

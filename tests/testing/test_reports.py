@@ -24,6 +24,12 @@ from tests.testing.test_properties import ScalesTwice
 SPLITS = [(12,), (3, 1, 4, 4), (6, 6)]
 
 
+def _one_item_too_many(output: object, targets: np.ndarray) -> tuple:
+    """The summed loss with one item more than there are (padding counted): a wrong scale."""
+    loss, _ = summed_loss(output, targets)
+    return loss, len(targets) + 1
+
+
 def test_a_passing_report_prints_its_verdict_every_property_and_the_tolerance() -> None:
     report = check_properties(Residual, summed_loss, batch(), splits=SPLITS)
     text = str(report)
@@ -79,12 +85,8 @@ def test_the_replay_names_every_option_that_is_not_the_default() -> None:
 
 
 def test_a_mismatch_names_the_gap_the_notes_the_tolerance_and_the_other_failures() -> None:
-    def padding_counted(output: object, targets: np.ndarray) -> tuple:
-        loss, _ = summed_loss(output, targets)
-        return loss, len(targets) + 1
-
     with pytest.raises(AccumulationMismatch) as caught:
-        check_properties(Residual, padding_counted, batch(), splits=SPLITS)
+        check_properties(Residual, _one_item_too_many, batch(), splits=SPLITS)
     error = caught.value
     lines = str(error).splitlines()
     assert lines[0] == (f"window_equals_full_batch: parameter {error.parameter!r} differs by {error.gap:.3e} "
@@ -145,12 +147,8 @@ def test_the_replay_of_check_properties_names_rtol_the_default_seed_and_no_defau
 
 
 def test_two_failures_give_one_also_note() -> None:
-    def one_more(output: object, targets: np.ndarray) -> tuple:
-        loss, _ = summed_loss(output, targets)
-        return loss, len(targets) + 1
-
     with pytest.raises(AccumulationMismatch) as caught:
-        check_properties(Residual, one_more, batch(), splits=SPLITS,
+        check_properties(Residual, _one_item_too_many, batch(), splits=SPLITS,
                          properties=["window_equals_full_batch", "data_parallel_equals_one_rank"])
     assert len(caught.value.__notes__) == 1
     assert caught.value.__notes__[0].startswith("also: data_parallel_equals_one_rank: failed; ")

@@ -20,6 +20,7 @@ from minitorch_accum.testing.property_results import FAILED, INEXACT, PASSED  # 
 from minitorch_accum.testing.torch import check_module, check_training_loop  # noqa: E402
 from minitorch_accum.testing.torch.module_check import _TorchSubject, row_magnitudes  # noqa: E402
 from minitorch_accum.testing.torch.pytest_fixture import TorchAccumulationEquivalence  # noqa: E402
+from tests.testing.installed_plugin import install_plugin  # noqa: E402
 
 pytestmark = pytest.mark.oracle
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,17 +147,13 @@ def test_the_fixture_module_loads_neither_torch_nor_the_library() -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.split(" ", 1)[0] == "False"
     assert set(re.findall(r"'([\w.]+)'", out.stdout)) == {"minitorch_accum.testing", "minitorch_accum.testing.torch",
+                                                          "minitorch_accum.testing.marker_defaults",
                                                           "minitorch_accum.testing.torch.pytest_fixture"}
 
 
 def test_the_plugin_gives_the_torch_fixture_to_a_users_suite(pytester: pytest.Pytester,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    site = pytester.mkdir("site")
-    info = site / "minitorch_accum_torch_probe-0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: minitorch_accum_torch_probe\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[pytest11]\nminitorch_accum = minitorch_accum.testing.pytest_plugin\n")
-    monkeypatch.syspath_prepend(str(site))
+    install_plugin(pytester, monkeypatch, "minitorch_accum_torch_probe")
     code = docs_example()
     pytester.makepyfile(test_users_loop=code,
                         test_users_mean_of_means=code.replace(

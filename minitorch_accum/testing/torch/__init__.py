@@ -28,23 +28,11 @@ PyTorch is an optional extra (``pip install "minitorch_accum[oracle]"``): this p
 without it, and its checks say so when it is missing.
 """
 
-import importlib
-from typing import Any
+from minitorch_accum.testing import _lazy_exports
 
 _HOMES = {"TORCH": "loop", "Loop": "loop", "check_training_loop": "loop", "require_torch": "loop",
           "check_module": "module_check"}
 
 __all__ = sorted(_HOMES)
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(globals(), _HOMES)

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from minitorch_accum.testing.marker_defaults import marker_defaults
+
 if TYPE_CHECKING:
     from minitorch_accum.testing.equivalence import AccumulationReport
 
 __all__ = ["TorchAccumulationEquivalence", "torch_accumulation_equivalence"]
 
-_MARKER = "accumulation"
 _MODULE_OPTIONS = ("splits", "raise_on_failure")
 
 
@@ -52,9 +53,4 @@ class TorchAccumulationEquivalence:
 @pytest.fixture
 def torch_accumulation_equivalence(request: pytest.FixtureRequest) -> TorchAccumulationEquivalence:
     """Check your PyTorch loop: ``torch_accumulation_equivalence(make_loop, batch)``."""
-    defaults: dict[str, Any] = {}
-    for mark in reversed(list(request.node.iter_markers(_MARKER))):  # the closest mark wins
-        if mark.args:
-            raise TypeError(f"@pytest.mark.{_MARKER} takes keywords only (splits=, windows=, ...), got {mark.args}")
-        defaults.update(mark.kwargs)
-    return TorchAccumulationEquivalence(defaults)
+    return TorchAccumulationEquivalence(marker_defaults(request, "splits=, windows=, ..."))
