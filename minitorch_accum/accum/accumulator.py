@@ -17,9 +17,10 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from minitorch_accum.accum import normalization
 from minitorch_accum.accum.arena import GradArena
@@ -32,6 +33,8 @@ from minitorch_accum.accum.window import Window
 from minitorch_accum.accum.window_reducer import WindowReducer
 from minitorch_accum.autodiff import Gradients, InPlaceModificationError, Replay, ReplayReport, Tensor
 from minitorch_accum.backend import resolve_dtype
+from minitorch_accum.backend.device import Device
+from minitorch_accum.kernels.arrays import Array  # a NumPy or a CuPy array: Any to mypy (CuPy has no types)
 from minitorch_accum.nn import Module
 from minitorch_accum.observe.memory import MemoryReport, PeakMemory, array_bytes
 from minitorch_accum.observe.trace import AccumulationTrace
@@ -45,7 +48,7 @@ __all__ = ["FUSIONS", "Accumulator"]
 FUSIONS = ("leaf", "gemm", "none")
 
 
-def _check_steps(steps: Any) -> int:
+def _check_steps(steps: object) -> int:
     if not isinstance(steps, int | np.integer) or isinstance(steps, bool) or steps <= 0:
         raise ValueError(f"steps (k, the micro-batches per window) must be a positive int, got {steps!r}")
     return int(steps)
@@ -89,9 +92,9 @@ class Accumulator:
     """
 
     def __init__(self, model: Module, steps: int, reduction: str = "items", fusion: str = "gemm",
-                 accum_dtype: Any = "float32", compensated: bool = False,
+                 accum_dtype: npt.DTypeLike = "float32", compensated: bool = False,
                  loss_scaler: DynamicLossScaler | None = None,
-                 trace: bool | AccumulationTrace | str | os.PathLike = False,
+                 trace: bool | AccumulationTrace | str | os.PathLike[str] = False,
                  reducer: WindowReducer | None = None, rounding: str = "nearest", rounding_seed: int = 0) -> None:
         if not isinstance(model, Module):
             raise TypeError(f"Accumulator: model must be a Module, got {type(model).__name__}")
@@ -229,7 +232,7 @@ class Accumulator:
             raise RuntimeError("set_steps: the current window is not empty; change k after acc.zero()")
         self.steps = _check_steps(steps)
 
-    def device(self) -> Any:
+    def device(self) -> Device:
         return self._first_param.device
 
     # ----------------------------------------------------------- window end
@@ -261,7 +264,9 @@ class Accumulator:
         Closes the window, since the answer must cover every micro-batch of it."""
         if self.window.nonfinite is None:
             self.window_scale()
-            finite = self.store.finite_check() if self.reducer is None else self.reducer.finite_check(self.store)
+            # a reducer is refused with fusion="none" (__init__), so its store is an ArenaStore
+            finite = (self.store.finite_check() if self.reducer is None
+                      else self.reducer.finite_check(cast(ArenaStore, self.store)))
             self.window = self.window.found(not finite)
         assert self.window.nonfinite is not None
         return self.window.nonfinite
@@ -293,7 +298,7 @@ class Accumulator:
     def grad_norm(self) -> float:
         """Global L2 norm of the window's normalized gradient (one multi-tensor norm)."""
         scale = self.window_scale()
-        raw = self.store.norm() if self.reducer is None else self.reducer.norm(self.store)
+        raw = self.store.norm() if self.reducer is None else self.reducer.norm(cast(ArenaStore, self.store))
         return raw * abs(scale)
 
     def scale_window(self, factor: float) -> None:
@@ -326,11 +331,11 @@ class Accumulator:
         self._tracer = None if trace is None else WindowTracer(trace, self)
         self.store.recorder = self._tracer
 
-    def _span(self, phase: str, *args: Any) -> contextlib.AbstractContextManager:
+    def _span(self, phase: str, *args: object) -> contextlib.AbstractContextManager[None]:
         # a phase of the window as a span of the trace; nothing when not tracing
         return contextlib.nullcontext() if self._tracer is None else getattr(self._tracer, phase)(*args)
 
-    def memory_report(self, optimizer: Any = None) -> MemoryReport:
+    def memory_report(self, optimizer: object = None) -> MemoryReport:
         """Parameters, gradient store, optimizer state and the last micro-batch's activation peak, in bytes."""
         return MemoryReport(
             parameters=sum(int(p.data.nbytes) for p in self.model.parameters()),
@@ -385,7 +390,7 @@ class Accumulator:
                 f"store={type(self.store).__name__}, {self.store.nbytes} bytes)")
 
 
-def _seed(loss: Tensor, scaler: DynamicLossScaler | None) -> tuple[Any, float]:
+def _seed(loss: Tensor, scaler: DynamicLossScaler | None) -> tuple[Array | None, float]:
     """Backward's seed (None: ones) and the scale each gradient is written with: with a loss
     scaler the seed is the scale, and the gradients are unscaled as they land."""
     if scaler is None:

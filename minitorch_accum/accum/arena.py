@@ -11,11 +11,12 @@ and reused for every window and epoch.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from minitorch_accum.backend import Backend, resolve_dtype
+from minitorch_accum.kernels.arrays import Array  # a NumPy or a CuPy array: Any to mypy (CuPy has no types)
 from minitorch_accum.nn import Param
 
 __all__ = ["ALIGNMENT_BYTES", "ARENA_DTYPES", "GradArena", "accumulation_dtype"]
@@ -50,7 +51,8 @@ class GradArena:
     #: buffers allocated by every arena in this process (tests assert it does not grow)
     allocations = 0
 
-    def __init__(self, params: Iterable[tuple[str, Param]], accum_dtype: Any = "float32", shards: int = 1) -> None:
+    def __init__(self, params: Iterable[tuple[str, Param]], accum_dtype: npt.DTypeLike = "float32",
+                 shards: int = 1) -> None:
         """``shards``: pad each buffer to a multiple of ``shards`` cache lines, so that it splits
         into that many equal, 64-byte aligned pieces (one per rank for a reduce-scatter)."""
         if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
@@ -89,10 +91,10 @@ class GradArena:
         for dtype, n in sizes.items():
             multiple = shards * (ALIGNMENT_BYTES // dtype.itemsize)
             sizes[dtype] = -(-n // multiple) * multiple
-        self.buffers: dict[np.dtype, Any] = {dtype: self._allocate(dtype, n) for dtype, n in sizes.items()}
+        self.buffers: dict[np.dtype, Array] = {dtype: self._allocate(dtype, n) for dtype, n in sizes.items()}
         self._views = {key: self._make_view(slot) for key, slot in self._slots.items()}
 
-    def _allocate(self, dtype: np.dtype, count: int) -> Any:
+    def _allocate(self, dtype: np.dtype, count: int) -> Array:
         xp = self.backend.xp
         GradArena.allocations += 1
         if xp is np:
@@ -104,12 +106,12 @@ class GradArena:
         with self.backend.device_scope():
             return xp.zeros(count, dtype=dtype)  # CUDA allocations are 256-byte aligned
 
-    def _make_view(self, slot: _Slot) -> Any:
+    def _make_view(self, slot: _Slot) -> Array:
         return self.buffers[slot.dtype][slot.offset:slot.offset + slot.size].reshape(slot.shape)
 
     # ------------------------------------------------------------ access
     @property
-    def buffer(self) -> Any:
+    def buffer(self) -> Array:
         """The flat buffer, when every gradient accumulates in one dtype (the usual case)."""
         if len(self.buffers) != 1:
             raise ValueError(
@@ -118,7 +120,7 @@ class GradArena:
             )
         return next(iter(self.buffers.values()))
 
-    def view(self, param: Param) -> Any:
+    def view(self, param: Param) -> Array:
         """The gradient of ``param``: a view into the flat buffer, in the parameter's shape."""
         try:
             return self._views[id(param)]

@@ -33,9 +33,10 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from minitorch_accum import kernels
 from minitorch_accum.accum.arena import GradArena
@@ -46,7 +47,9 @@ from minitorch_accum.accum.gradient_store import (
     split_state_key,
 )
 from minitorch_accum.autodiff import LeafSink, Tensor, run_backward
+from minitorch_accum.autodiff.graph import TensorBase
 from minitorch_accum.backend import is_low_precision
+from minitorch_accum.kernels.arrays import Array  # a NumPy or a CuPy array: Any to mypy (CuPy has no types)
 from minitorch_accum.nn import Param
 
 __all__ = ["ROUNDINGS", "ArenaStore"]
@@ -95,7 +98,7 @@ class ArenaStore:
     passes through ``recorder``.
     """
 
-    def __init__(self, named: Sequence[tuple[str, Param]], accum_dtype: Any = "float32", *,
+    def __init__(self, named: Sequence[tuple[str, Param]], accum_dtype: npt.DTypeLike = "float32", *,
                  compensated: bool = False, fuse_gemm: bool = True, shards: int = 1, rounding: str = "nearest",
                  rounding_seed: int = 0, window_index: Callable[[], int] | None = None) -> None:
         if rounding not in ROUNDINGS:
@@ -148,13 +151,15 @@ class ArenaStore:
         """Bytes the store keeps for the window: the arena and its compensation twin."""
         return self.arena.nbytes + (0 if self.compensation is None else self.compensation.nbytes)
 
-    def micro_batch(self, loss: Tensor, seed: Any, scale: float, sink: LeafSink | None = None) -> None:
+    def micro_batch(self, loss: Tensor, seed: Array | None, scale: float, sink: LeafSink | None = None) -> None:
         """Backpropagate one micro-batch, every leaf gradient times ``scale`` going into the arena
         (through ``sink``, a wrapper of this store that watches its writes, when given)."""
         self._scale = scale
         self._touched = False
         try:
-            run_backward(loss, seed, sink=self if sink is None else sink)
+            # the engine hands add() only the leaves accepts() took, Params of the arena: the store is a
+            # LeafSink though its add() and add_product() take a Param and say which kernel wrote
+            run_backward(loss, seed, sink=cast(LeafSink, self) if sink is None else sink)
         except BaseException:
             # some views may hold part of this micro-batch: the sums are no longer whole
             self.poisoned = self.poisoned or self._touched
@@ -162,14 +167,14 @@ class ArenaStore:
         check_touched(self._touched)
 
     # ------------------------------------------------- the engine's LeafSink protocol
-    def accepts(self, leaf: Any) -> bool:
+    def accepts(self, leaf: TensorBase) -> bool:
         if leaf in self.arena:
             return True
         if isinstance(leaf, Param):
             raise ForeignParameterError(leaf.shape, window_intact=False)
         return False  # an input that requires grad: its gradient is nobody's business here
 
-    def add(self, leaf: Param, grad: Any) -> str:
+    def add(self, leaf: Param, grad: Array) -> str:
         """The window's first write to ``leaf``'s view copies ``scale * grad``, the next ones add it;
         returns the kernel that wrote."""
         view = self.arena.view(leaf)
@@ -192,7 +197,7 @@ class ArenaStore:
         self._touched = True
         return name
 
-    def add_product(self, leaf: Param, a: Any, b: Any) -> str:
+    def add_product(self, leaf: Param, a: Array, b: Array) -> str:
         """The same for a contribution ``a @ b``, which the GEMM writes into the view itself (beta 0
         on the window's first write, 1 after); returns what wrote it."""
         first = not self.holds(leaf)
@@ -217,7 +222,7 @@ class ArenaStore:
         return id(param) in self._written
 
     # ------------------------------------------------------------- the window's end
-    def views(self) -> list[tuple[Param, Any]]:
+    def views(self) -> list[tuple[Param, Array]]:
         """(param, arena view) for every parameter written in this window, in model order."""
         return [(p, self.arena.view(p)) for p in self._params if id(p) in self._written]
 
@@ -244,7 +249,7 @@ class ArenaStore:
         with self._pass("finite_check", unproven):
             return math.isfinite(kernels.multi_l2_norm([v for _, v in unproven]))
 
-    def bound_is_safe(self, param: Param, view: Any) -> bool:
+    def bound_is_safe(self, param: Param, view: Array) -> bool:
         """True unless a GEMM wrote ``view`` and its running bound could reach the dtype's maximum."""
         bound = self._gemm_bound.get(id(param))
         return bound is None or bound < float(np.finfo(view.dtype).max) / 4
@@ -290,7 +295,7 @@ class ArenaStore:
         self._gemm_bound = {id(p): float(b) for p, b in zip(self._params, gemm_bounds, strict=True) if b > 0}
         self.flag[0] = 1 if nonfinite else int(self.flag[0])
 
-    def _pass(self, kernel: str, views: list[tuple[Param, Any]]) -> contextlib.AbstractContextManager[None]:
+    def _pass(self, kernel: str, views: list[tuple[Param, Array]]) -> contextlib.AbstractContextManager[None]:
         """``kernel`` over ``views`` as one pass the recorder times; nothing when none listens."""
         if self.recorder is None:
             return contextlib.nullcontext()
@@ -346,7 +351,7 @@ class ArenaStore:
             self._draws = {id(by_name[n]): int(d) for n, d in stream["draws"].items()}
 
 
-def _frobenius(matrix: Any) -> float:
+def _frobenius(matrix: Array) -> float:
     """||matrix||_F through the norm kernel; inf or nan when any entry is."""
     if not matrix.flags.c_contiguous:
         matrix = matrix.T if matrix.T.flags.c_contiguous else matrix.copy()

@@ -5,8 +5,6 @@ an ``"items"`` window. Each failure is an error that names what was wrong; nothi
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from minitorch_accum.accum.loss_check import check_not_mean
@@ -23,7 +21,7 @@ def check_whole(what: str, poisoned: bool) -> None:
                            "sums of whole micro-batches; call acc.zero() to discard the window")
 
 
-def check_backward(window: Window, steps: int, reduction: str, poisoned: bool, loss: Any, num_items: Any,
+def check_backward(window: Window, steps: int, reduction: str, poisoned: bool, loss: object, num_items: object,
                    allow_mean_loss: bool) -> None:
     """Everything ``backward(loss, num_items)`` needs of the window, the loss and the count."""
     check_whole("backward", poisoned)

@@ -24,6 +24,7 @@ from minitorch_accum.accum.gradient_store import (
     split_state_key,
 )
 from minitorch_accum.autodiff import Gradients, LeafSink, Tensor, run_backward
+from minitorch_accum.kernels.arrays import Array  # a NumPy or a CuPy array: Any to mypy (CuPy has no types)
 from minitorch_accum.nn import Module, Param
 
 __all__ = ["ContainerStore", "GradientsAccumulator"]
@@ -80,7 +81,7 @@ class ContainerStore:
         """Bytes of the one container of gradients the window keeps."""
         return sum(int(p.data.nbytes) for p in self._params)
 
-    def micro_batch(self, loss: Tensor, seed: Any, scale: float, sink: LeafSink | None = None) -> None:
+    def micro_batch(self, loss: Tensor, seed: Array | None, scale: float, sink: LeafSink | None = None) -> None:
         if sink is not None:
             raise TypeError("ContainerStore: Burn's containers are summed whole, not written leaf by leaf: no sink")
         grads = run_backward(loss, seed)
@@ -106,7 +107,7 @@ class ContainerStore:
             [(self._names[id(p)], "container-add" if summed is not None and p in summed else "container-store", g)
              for p, g in grads.items() if id(p) in self._names], window_pass=False)
 
-    def _pass(self, kernel: str, views: list[tuple[Param, Any]]) -> contextlib.AbstractContextManager[None]:
+    def _pass(self, kernel: str, views: list[tuple[Param, Array]]) -> contextlib.AbstractContextManager[None]:
         """``kernel`` over the sums ``views`` as one pass the recorder times; nothing when none listens."""
         if self.recorder is None:
             return contextlib.nullcontext()
@@ -115,7 +116,7 @@ class ContainerStore:
     def close(self) -> None:
         """Nothing to settle: the container holds the sums already."""
 
-    def views(self) -> list[tuple[Param, Any]]:
+    def views(self) -> list[tuple[Param, Array]]:
         summed = self.summed.peek()
         if summed is None:
             return []

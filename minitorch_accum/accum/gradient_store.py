@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from minitorch_accum.autodiff import LeafSink, Tensor
+from minitorch_accum.kernels.arrays import Array  # a NumPy or a CuPy array: Any to mypy (CuPy has no types)
 from minitorch_accum.nn import Param
 
 __all__ = ["ForeignParameterError", "GradientStore", "StoreRecorder", "check_touched", "split_state_key"]
@@ -29,7 +30,7 @@ class StoreRecorder(Protocol):
                  materialized: bool, window_pass: bool, started: float | None = None) -> None:
         """One kernel that ran, ``seconds`` long."""
 
-    def timed(self, work: Sequence[tuple[str, str, Any]], *, window_pass: bool) -> AbstractContextManager[None]:
+    def timed(self, work: Sequence[tuple[str, str, Array]], *, window_pass: bool) -> AbstractContextManager[None]:
         """The block runs ``work`` ((parameter name, kernel, array) each) as one pass."""
 
 
@@ -46,7 +47,7 @@ class GradientStore(Protocol):
     def nbytes(self) -> int:
         """Bytes kept for the window's gradients."""
 
-    def micro_batch(self, loss: Tensor, seed: Any, scale: float, sink: LeafSink | None = None) -> None:
+    def micro_batch(self, loss: Tensor, seed: Array | None, scale: float, sink: LeafSink | None = None) -> None:
         """Backpropagate one micro-batch and add its gradients, each times ``scale``. ``sink``:
         what the engine hands each leaf gradient instead of the store itself, a wrapper of it
         that watches its writes (observe/watched_writes.py); only a store that is a leaf sink
@@ -55,7 +56,7 @@ class GradientStore(Protocol):
     def close(self) -> None:
         """The window's last micro-batch is in: settle what must be settled once."""
 
-    def views(self) -> list[tuple[Param, Any]]:
+    def views(self) -> list[tuple[Param, Array]]:
         """(param, summed gradient array) for every parameter with a gradient, in model order."""
 
     def finite_check(self) -> bool:

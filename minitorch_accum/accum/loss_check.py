@@ -12,9 +12,9 @@ Not recognized: a mean written as a product (``x.sum() * (1 / n)``) or followed 
 
 from __future__ import annotations
 
-from typing import Any
-
 from minitorch_accum import ops
+from minitorch_accum.autodiff import Tensor
+from minitorch_accum.autodiff.graph import Node
 
 __all__ = ["MeanLossError", "check_not_mean", "mean_loss_divisor"]
 
@@ -23,7 +23,7 @@ class MeanLossError(ValueError):
     """A mean loss was given to a window that divides by its items itself."""
 
 
-def mean_loss_divisor(loss: Any) -> tuple[str, float] | None:
+def mean_loss_divisor(loss: Tensor) -> tuple[str, float] | None:
     """(what the last op is, the count it divides by) when ``loss`` ends in a mean, else None."""
     node = loss.grad_fn
     if node is None or node.freed:
@@ -40,11 +40,11 @@ def mean_loss_divisor(loss: Any) -> tuple[str, float] | None:
     return None
 
 
-def _of(node: Any) -> str:
+def _of(node: Node | None) -> str:
     return "" if node is None else f" of {node.fn.op_name()}"
 
 
-def check_not_mean(loss: Any, num_items: int) -> None:
+def check_not_mean(loss: Tensor, num_items: int) -> None:
     """MeanLossError naming the loss's last op and the window's reduction when ``loss`` is a mean."""
     found = mean_loss_divisor(loss)
     if found is None:

@@ -10,6 +10,7 @@ a cast to or from an integer or bool dtype is not (such tensors carry no gradien
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, Self
 
 import numpy as np
@@ -121,7 +122,7 @@ class ConversionMixin:
         PyTorch's ``clone`` (``detach`` cuts the graph instead)."""
         return apply(ops.Clone, self)
 
-    def __float__(self) -> float:
+    def __float__(self) -> builtins.float:  # builtins.: in this class, float is the method below
         return float(self.item())
 
     def __int__(self) -> int:

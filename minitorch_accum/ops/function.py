@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from minitorch_accum.backend.base import Backend
 
@@ -38,6 +38,12 @@ class Context:
         self.xp = backend.xp
         self.needs_input_grad = needs_input_grad
         self.saved: tuple[Any, ...] = ()
+
+    if TYPE_CHECKING:
+        # an op's forward keeps its small facts (ctx.axis, ctx.shape...) in __dict__ under names
+        # of its own choosing: to the type checker, any name of any type
+        def __getattr__(self, name: str) -> Any: ...
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
     def save(self, *arrays: Any) -> None:
         """Keep arrays alive until backward (they are released right after it)."""
