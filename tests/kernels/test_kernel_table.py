@@ -57,14 +57,22 @@ def test_the_stub_is_the_one_the_catalog_makes():
 
 def test_stub_command_checks_and_writes(tmp_path, monkeypatch, capsys):
     path = tmp_path / "_native.pyi"
+    real = stub.stub_path().read_text()
     monkeypatch.setattr(stub, "stub_path", lambda: path)
-    path.write_text("def add_scale(acc, g) -> None: ...\n")
+    # a kernel edited by hand, and a line added to the hand-written part (which the command keeps)
+    edited = real.replace(stub.KERNELS_RULE, f"{stub.KERNELS_RULE}\n\ndef add_scale(acc, g) -> None: ...")
+    edited = edited.replace(stub.HELPERS_RULE, f"{stub.HELPERS_RULE}\n# kept")
+    path.write_text(edited)
     assert main(["stub", "--check"]) == 1
     captured = capsys.readouterr()
-    assert "-def add_scale(acc, g) -> None: ...\n" in captured.out
+    assert "-def add_scale(acc, g) -> None: ...\n" in captured.out and "# kept" not in captured.out
     assert f"is out of date; run `{stub.STUB_COMMAND}`" in captured.err
-    assert main(["stub"]) == 0 and path.read_text() == stub.render()
+    assert main(["stub"]) == 0 and path.read_text() == stub.render() == real.replace(
+        stub.HELPERS_RULE, f"{stub.HELPERS_RULE}\n# kept")
     assert main(["stub", "--check"]) == 0 and "is current" in capsys.readouterr().out
+    path.write_text("def add_scale(acc, g) -> None: ...\n")  # the rules gone: said, nothing written
+    assert main(["stub"]) == 2 and "lacks the rules the kernels stand between" in capsys.readouterr().err
+    assert path.read_text() == "def add_scale(acc, g) -> None: ...\n"
 
 
 @pytest.mark.skipif(not native_available(), reason="needs the native module")

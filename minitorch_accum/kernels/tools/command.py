@@ -14,6 +14,7 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from minitorch_accum.kernels.catalog import CATALOG, WINDOW_PASSES
 from minitorch_accum.kernels.tools.nvrtc import DEFAULT_ARCH
@@ -39,6 +40,13 @@ def _list() -> int:
 def _stub(check: bool) -> int:
     from minitorch_accum.kernels.tools import stub
 
+    try:
+        return _stub_command(stub, check)
+    except ValueError as error:  # the stub's hand-written parts are not where they belong
+        return _error(str(error))
+
+
+def _stub_command(stub: Any, check: bool) -> int:
     if check:
         diff = stub.differences()
         if diff:
