@@ -49,7 +49,9 @@ def compare_item_count(result: PropertyResult, count: int, gradient: np.ndarray,
 
 def item_count_matches_the_loss(ctx: CheckContext) -> PropertyResult:
     """The whole batch and each micro-batch of the longest split: ``loss_fn``'s count equals the output
-    positions (or elements, or rows) its summed loss depends on."""
+    positions (or elements, or rows) its summed loss depends on. Inconclusive where the other properties
+    are (``ctx.inexact()``): rows that interact give a micro-batch a loss of its own (an in-batch
+    contrastive loss over one row is constant), and a loss with no gradient shows no items at all."""
     result = PropertyResult("item_count_matches_the_loss",
                             "loss_fn counts as items what its summed loss sums: the output positions it reaches")
     subject = ctx.subject
@@ -69,4 +71,4 @@ def item_count_matches_the_loss(ctx: CheckContext) -> PropertyResult:
         grads = loss.backward()
         gradient = np.asarray(grads[leaf]) if leaf in grads else np.zeros(leaf.shape)
         compare_item_count(result, count, gradient, rows.stop - rows.start, f"rows {rows.start}:{rows.stop}")
-    return result.settle()
+    return result.settle(ctx.inexact())
