@@ -1,13 +1,15 @@
-"""The property no comparison with the big batch can see: ``loss_fn``'s item count is the number of
-items its summed loss really holds.
+"""The property a comparison with the big batch sees only through the check's own count: ``loss_fn``'s
+item count is the number of items its summed loss really holds.
 
 A window is normalized by the items ``loss_fn`` counts, and so is the big batch: a count that is
 wrong the same way on both sides (Hugging Face's count of the labels before the causal shift,
 transformers PR #46204: every row's first label counted, never a target) leaves them equal and
-scales every gradient by a factor that changes from step to step. The count is read against the
-loss itself: the gradient of the summed loss with respect to the model's output is nonzero exactly
-where an item sits, so the items are the output positions (every axis but the last) that gradient
-reaches, or its elements (a loss per element), or the rows (a loss per sequence).
+scales every gradient by a factor that changes from step to step (``CheckContext`` divides its big
+batch by the items it counts itself, so the comparisons fail too; this property names the count).
+The count is read against the loss itself: the gradient of the summed loss with respect to the
+model's output is nonzero exactly where an item sits, so the items are the output positions (every
+axis but the last) that gradient reaches, or its elements (a loss per element), or the rows (a loss
+per sequence).
 """
 
 from __future__ import annotations
