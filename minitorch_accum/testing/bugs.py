@@ -35,7 +35,7 @@ from minitorch_accum.testing.check_context import CheckContext
 from minitorch_accum.testing.properties import property_named
 from minitorch_accum.testing.property_results import FAILED, INEXACT, PASSED, PropertyResult
 from minitorch_accum.testing.recipes import Recipe
-from minitorch_accum.testing.subject import Subject
+from minitorch_accum.testing.subject import LossFn, Subject
 from minitorch_accum.testing.summed_losses import shifted_cross_entropy, summed_cross_entropy
 from minitorch_accum.testing.tolerance_words import gap_words, share_of_largest, tolerance_words
 
@@ -73,6 +73,8 @@ class Exhibit:
     #: (``recipe`` is then the correct one) and what it does
     faulty_subject: Callable[[], Subject] | None = None
     faulty_loss: str = ""
+    #: the same fault made in any correct ``loss_fn`` of its kind (the false-alarm corpus's families)
+    faulty_loss_of: Callable[[LossFn], LossFn] | None = None
 
     @property
     def what(self) -> str:
@@ -102,6 +104,17 @@ def _shifted_cross_entropy_counted_before_the_shift(output: Tensor, labels: np.n
     """The Trainer's count before transformers PR #46204: the labels counted before the causal shift."""
     targets = labels[:, 1:]
     return F.cross_entropy(output[:, :-1], targets, reduction="sum"), F.count_items(labels)
+
+
+def _counted_before_the_shift(loss_fn: LossFn) -> LossFn:
+    """``loss_fn`` (a causal LM's, shifting its labels inside) with the labels counted before the shift,
+    as ``_shifted_cross_entropy_counted_before_the_shift`` counts them."""
+
+    def counted_before_the_shift(output: Tensor, labels: np.ndarray) -> tuple[Tensor, int]:
+        loss, _ = loss_fn(output, labels)
+        return loss, F.count_items(labels)
+
+    return counted_before_the_shift
 
 
 def _mlp() -> Module:
@@ -157,8 +170,9 @@ def _causal_subject_counted_before_the_shift() -> Subject:
 def _exhibit(name: str, title: str, recipe: Callable[[], Recipe], subject: Callable[[], Subject],
              splits: tuple[tuple[int, ...], ...], caught_by: str, *citations: Citation,
              inexact: bool = False, faulty_subject: Callable[[], Subject] | None = None,
-             faulty_loss: str = "") -> Exhibit:
-    return Exhibit(name, title, recipe, subject, splits, caught_by, citations, inexact, faulty_subject, faulty_loss)
+             faulty_loss: str = "", faulty_loss_of: Callable[[LossFn], LossFn] | None = None) -> Exhibit:
+    return Exhibit(name, title, recipe, subject, splits, caught_by, citations, inexact, faulty_subject, faulty_loss,
+                   faulty_loss_of)
 
 
 _HF, _LIGHTNING, _BURN = "huggingface/transformers", "Lightning-AI/pytorch-lightning", "tracel-ai/burn"
@@ -172,11 +186,12 @@ EXHIBITS: dict[str, Exhibit] = {e.name: e for e in (
              "item_count_matches_the_loss",
              Citation(_HF, "PR #46204", "Fix `num_items_in_batch` over-counting for causal LM losses",
                       "the Trainer's 2024 count, fixed in 2026"),
-             faulty_subject=_causal_subject_counted_before_the_shift,
+             faulty_subject=_causal_subject_counted_before_the_shift, faulty_loss_of=_counted_before_the_shift,
              faulty_loss=("the loss is normalized by the labels counted before the causal shift (the Trainer's "
                           "num_items_in_batch): every row's first label is counted though it is never a target, so "
                           "every gradient is too small by items/(items + rows), in the window and in the big batch "
-                          "alike: no comparison of the two can see it")),
+                          "alike: no comparison of the two sees it unless the big batch is divided by items counted "
+                          "apart, as the check does")),
     _exhibit("per_rank_normalization", "each rank normalized by its own token count", faulty.NormalizedPerRank,
              _sequence_subject, ((2, 3, 3),), "data_parallel_equals_one_rank",
              Citation("pytorch/torchtitan", "issue #1842"),

@@ -1,13 +1,15 @@
-"""The property no comparison with the big batch can see: ``loss_fn``'s item count is the number of
-items its summed loss really holds.
+"""The property a comparison with the big batch sees only through the check's own count: ``loss_fn``'s
+item count is the number of items its summed loss really holds.
 
 A window is normalized by the items ``loss_fn`` counts, and so is the big batch: a count that is
 wrong the same way on both sides (Hugging Face's count of the labels before the causal shift,
 transformers PR #46204: every row's first label counted, never a target) leaves them equal and
-scales every gradient by a factor that changes from step to step. The count is read against the
-loss itself: the gradient of the summed loss with respect to the model's output is nonzero exactly
-where an item sits, so the items are the output positions (every axis but the last) that gradient
-reaches, or its elements (a loss per element), or the rows (a loss per sequence).
+scales every gradient by a factor that changes from step to step (``CheckContext`` divides its big
+batch by the items it counts itself, so the comparisons fail too; this property names the count).
+The count is read against the loss itself: the gradient of the summed loss with respect to the
+model's output is nonzero exactly where an item sits, so the items are the output positions (every
+axis but the last) that gradient reaches, or its elements (a loss per element), or the rows (a loss
+per sequence).
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ def compare_item_count(result: PropertyResult, count: int, gradient: np.ndarray,
 
 def item_count_matches_the_loss(ctx: CheckContext) -> PropertyResult:
     """The whole batch and each micro-batch of the longest split: ``loss_fn``'s count equals the output
-    positions (or elements, or rows) its summed loss depends on."""
+    positions (or elements, or rows) its summed loss depends on. Inconclusive where the other properties
+    are (``ctx.inexact()``): rows that interact give a micro-batch a loss of its own (an in-batch
+    contrastive loss over one row is constant), and a loss with no gradient shows no items at all."""
     result = PropertyResult("item_count_matches_the_loss",
                             "loss_fn counts as items what its summed loss sums: the output positions it reaches")
     subject = ctx.subject
@@ -69,4 +73,4 @@ def item_count_matches_the_loss(ctx: CheckContext) -> PropertyResult:
         grads = loss.backward()
         gradient = np.asarray(grads[leaf]) if leaf in grads else np.zeros(leaf.shape)
         compare_item_count(result, count, gradient, rows.stop - rows.start, f"rows {rows.start}:{rows.stop}")
-    return result.settle()
+    return result.settle(ctx.inexact())

@@ -12,7 +12,7 @@ faulty recipes through them.
 | ``loss_scaling_is_invisible`` | a loss-scaled window is the unscaled one, bit for bit |
 | ``resume_mid_window_equals_uninterrupted`` | saving and resuming mid-window changes no bit |
 | ``data_parallel_equals_one_rank`` | R ranks x k equal one process with R*k micro-batches |
-| ``item_count_matches_the_loss`` | ``loss_fn`` counts the items its summed loss sums (what no comparison can see) |
+| ``item_count_matches_the_loss`` | ``loss_fn`` counts the items its summed loss sums (wrong alike on both sides) |
 
 Models that cannot match the big batch by nature (training-mode BatchNorm, rows that interact,
 a forward random beyond what the check can key to items) make a property *inconclusive*, with

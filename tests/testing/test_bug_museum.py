@@ -12,7 +12,7 @@ from minitorch_accum.testing import PROPERTIES, bugs
 from minitorch_accum.testing.bug_recipes import BurnDropsThePartialWindow, LightningStepsOnTheEpochsLastBatch
 from minitorch_accum.testing.check_context import CheckContext, parts_of
 from minitorch_accum.testing.property_results import FAILED, INEXACT, PASSED, SKIPPED
-from minitorch_accum.testing.recipes import Recipe
+from minitorch_accum.testing.recipes import Recipe, gradient_arrays
 
 #: the bugs issues 18 and 26 list, by the exhibit that reproduces each
 LISTED = {"mean_of_means", "count_before_shift", "per_rank_normalization", "nominal_k_on_partial_window",
@@ -79,14 +79,30 @@ def test_no_exhibit_crashes_any_property(name: str) -> None:
         assert prop(CheckContext(subject, item.splits, item.recipe())).status in (PASSED, FAILED, INEXACT, SKIPPED)
 
 
-def test_a_count_taken_before_the_shift_passes_every_comparison_and_fails_the_count() -> None:
+def test_a_count_taken_before_the_shift_is_wrong_alike_in_window_and_big_batch_and_the_check_counts_it() -> None:
     item = bugs.exhibit("count_before_shift")
     faulty = CheckContext(item.faulty_subject(), item.splits, Recipe())
+    subject, sizes = faulty.subject, item.splits[0]
+    model = subject.build()
+    window = gradient_arrays(Recipe().window(subject, model, parts_of(sizes), len(sizes)), model)
+    by_loss_fn = subject.reference_gradient(subject.build())  # the big batch divided by loss_fn's 26
+    for name, expected in faulty.reference().items():  # the check divides by the 18 targets it counts itself
+        np.testing.assert_allclose(window[name], by_loss_fn[name], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(window[name] * 26 / 18, expected, rtol=1e-12, atol=1e-15)
+    assert any("one fewer per row: the items are counted before the label shift" in n for n in faulty.notes)
     for name in ("window_equals_full_batch", "steps_equal_big_batch", "data_parallel_equals_one_rank"):
-        assert PROPERTIES[name](faulty).status == PASSED, name  # the window and the big batch are wrong alike
+        assert PROPERTIES[name](faulty).status == FAILED, name
     result = PROPERTIES["item_count_matches_the_loss"](faulty)
     assert result.status == FAILED
     assert "loss_fn counted 26 items, its summed loss reaches 18 output positions" in result.summary()
+
+
+def test_the_count_before_the_shift_is_the_same_fault_in_the_corpus_losses() -> None:
+    item = bugs.exhibit("count_before_shift")
+    correct, faulty = item.subject(), item.faulty_subject()
+    rows = slice(0, correct.rows)
+    _, count = item.faulty_loss_of(correct.loss_fn)(correct.output(correct.build(), rows), correct.targets(rows))
+    assert count == faulty.loss(faulty.build(), rows)[1] == 26
 
 
 def _one_epoch(recipe: Recipe, k: int, sizes: tuple[int, ...]) -> dict[str, np.ndarray]:

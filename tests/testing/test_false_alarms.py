@@ -11,6 +11,7 @@ import pytest
 
 from minitorch_accum.testing import false_alarms
 from minitorch_accum.testing.false_alarm_corpus import FAMILIES
+from minitorch_accum.testing.properties import PROPERTIES
 from minitorch_accum.testing.property_results import PASSED
 
 
@@ -39,7 +40,9 @@ def test_the_program_prints_and_writes_the_table(tmp_path: Path, capsys: pytest.
     assert false_alarms.main(["--runs", "3", "--no-bugs", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "| family | dtype | property | runs | false alarms | inconclusive | worst gap / bound |" in printed
-    assert "false alarms: 0 of 18 property checks" in printed
+    checks = 3 * len(PROPERTIES)  # every property of the registry, on each run
+    assert f"false alarms: 0 of {checks} property checks" in printed
     written = json.loads(out.read_text())
     assert len(written["runs"]) == 3 and written["command"].endswith("--runs 3 --no-bugs --out " + str(out))
-    assert sum(row["runs"] for row in written["table"]) == 18
+    assert sum(row["runs"] for row in written["table"]) == checks
+    assert {row["property"] for row in written["table"]} == set(PROPERTIES)

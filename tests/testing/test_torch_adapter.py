@@ -105,6 +105,8 @@ def test_check_module_reports_training_mode_batch_norm_as_not_expected_to_be_equ
     window = report["window_equals_full_batch"]
     assert window.status == INEXACT and window.max_gap > 1e-4
     assert "layer 1 (BatchNorm1d): BatchNorm in training mode" in window.notes[0]
+    count = report["item_count_matches_the_loss"]  # the rows interact: a micro-batch's count is no evidence either
+    assert count.status == INEXACT and "layer 1 (BatchNorm1d): BatchNorm in training mode" in count.notes[0]
 
 
 def test_per_row_gradients_by_vmap_equal_the_loop_of_backward_passes() -> None:
