@@ -33,9 +33,11 @@ def resume_hint(out: str | os.PathLike[str], ranks: int) -> str:
 
 
 def _rank_device(device: str) -> str:
-    # data-parallel ranks on one host each take their own GPU
+    """Data-parallel ranks on one host each take their own GPU: ``--device cuda`` (read as
+    ``cuda:0``) is the local rank's GPU under mpiexec (two ranks cannot share one GPU's NCCL
+    communicator anyway); another GPU named, or the CPU, stays as given."""
     local = os.environ.get("MPI_LOCALRANKID") or os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK")
-    if device == "cuda" and local is not None:
+    if device in ("cuda", "cuda:0") and local is not None:
         return f"cuda:{int(local)}"
     return device
 
