@@ -45,15 +45,16 @@ class Three(nn.Module):
 
 # ---------------------------------------------------------------------- sharing patterns in the key
 def test_model_tensors_sharing_the_first_then_the_second_array_are_other_keys() -> None:
-    # [a, b, a] and [a, b, b] share one array each, at the same places: only which one tells them apart
+    # replay_state lists them c, b, a: [c, b, c] and [c, b, b] share one array each, at the same
+    # places (the third is no array of its own): only which one it shares tells them apart
     model = Three()
+    assert model.replay_state()[0] == [model.c, model.b, model.a]
     step = capture(lambda x: model(x), model)
-    first, second = model.a.data, model.b.data
-    model.c.data = first
+    model.a.data = model.c.data
     for seed in range(3):
         step(_x(seed=seed)).backward()
     assert step.last.outcome == "replayed"
-    model.c.data = second
+    model.a.data = model.b.data
     _same(_grads(model(_x())), _grads(step(_x())))
     assert step.last.outcome == "captured"
 
@@ -231,12 +232,13 @@ def test_the_default_replay_remembers_eight_keys() -> None:
 
 # ---------------------------------------------------------------------- backward over the recorded steps
 def test_a_program_of_hundreds_of_ops_whose_last_reads_a_result_twice_replays_as_eagerly() -> None:
-    # step positions past 256 are ints that are not one object: the walk must know them by value
+    # step positions past 256 are ints that are not one object: the walk must know them by value,
+    # or it reaches the step read twice again before the longer path's gradient has come
     def long(x: mta.Tensor) -> mta.Tensor:
         h = x
         for _ in range(300):
             h = h * 1.001
-        return (h * h).sum()
+        return ((h * 2.0).tanh() + h).sum()
 
     x = mta.tensor(np.linspace(-1.0, 1.0, 6), requires_grad=True)
     step = capture(long)
