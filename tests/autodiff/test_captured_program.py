@@ -4,17 +4,38 @@ let a difference through would replay a value the function computed from its inp
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 
 import minitorch_accum as mta
-from minitorch_accum.autodiff.captured_program import Program, Recorder, same_program, same_value
+from minitorch_accum.autodiff.captured_program import Program, Recorder, is_array, same_program, same_value
 from minitorch_accum.autodiff.graph import CAPTURING
 from minitorch_accum.nn import functional as F
 
 A = np.arange(6.0).reshape(2, 3)
+
+
+class _Sub(np.ndarray):
+    """An ndarray of another type: the same bytes, yet not the same value."""
+
+
+class _DeviceArray:
+    """What a CuPy array shows a CPU-only run: ``__cuda_array_interface__``, a shape, a dtype, and an
+    ``==`` that answers element by element."""
+
+    __cuda_array_interface__: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+        self.shape = values.shape
+        self.dtype = values.dtype
+
+    def __eq__(self, other: object) -> Any:
+        return self.values == other.values  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
 SAME = [
     (A, A.copy()),
@@ -27,6 +48,7 @@ SAME = [
     ("mean", "mean"),
     (np.dtype("float32"), np.dtype("float32")),
     (slice(1, 3), slice(1, 3)),
+    (_DeviceArray(A), _DeviceArray(A.copy())),  # a device array, compared on its device
 ]
 
 DIFFERENT = [
@@ -48,6 +70,9 @@ DIFFERENT = [
     (np.float32(1.5), np.float32(2.5)),
     ("sum", "mean"),
     (object(), object()),
+    (A, A.view(_Sub)),  # the same bytes in an array of another type
+    (_DeviceArray(A), _DeviceArray(A + np.array(0.5))),
+    (_DeviceArray(A), A),
 ]
 
 
@@ -68,6 +93,11 @@ def test_an_object_whose_equality_is_not_a_truth_value_is_not_the_same() -> None
 
     first = Elementwise()
     assert same_value(first, first) and not same_value(first, Elementwise())
+
+
+def test_a_device_array_is_an_array_and_a_numpy_scalar_is_not() -> None:
+    assert is_array(A) and is_array(_DeviceArray(A))
+    assert not is_array(np.float64(1.0)) and not is_array([1.0])
 
 
 def _program(fn: Any, *args: Any) -> Program:
