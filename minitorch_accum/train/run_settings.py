@@ -88,10 +88,11 @@ def upgrade_record(saved: dict[str, Any], world_size: int) -> dict[str, Any]:
     (a learner row now) and values recorded elsewhere or free to change, which are dropped. A row
     added to the table since a record was written takes its default there (the run was made
     before the setting existed)."""
+    # a record with no version predates the table: it keeps what it held, for the comparison to read
+    missing = {row.name: row.default for row in ADDED_ROWS if row.name not in saved} if "version" in saved else {}
     if saved.get("version") == RECORD_VERSION:
-        missing = {row.name: row.default for row in ADDED_ROWS if row.name not in saved}
         return {**saved, **missing} if missing else saved
-    upgraded = dict(saved)
+    upgraded = {**saved, **missing}
     if "window_micro_batches" in upgraded:
         window = upgraded.pop("window_micro_batches")
         schedule = upgraded.get("accumulation_schedule")
@@ -103,8 +104,6 @@ def upgrade_record(saved: dict[str, Any], world_size: int) -> dict[str, Any]:
         upgraded["world_size"] = world_size
         if "version" in saved:
             upgraded["version"] = RECORD_VERSION
-    if "version" in saved:
-        upgraded.update({row.name: row.default for row in ADDED_ROWS if row.name not in saved})
     run = dict(saved.get("run") or {})
     if "version" not in saved and set(run) == _TABLELESS_RUN:
         upgraded["seed"] = run["seed"]

@@ -339,3 +339,15 @@ def test_the_records_layout_version_is_not_a_setting() -> None:
     current = record_settings(config, 16, 1, SGD(0.1))
     assert compare_settings({**current, "version": 4}, current) == []  # a layout of another version
     assert compare_settings({**current, "version": 4, "seed": 4}, current) == [("seed", 4, None)]
+
+
+def test_a_row_added_since_a_record_takes_its_default_in_versioned_records_only() -> None:
+    from minitorch_accum.train.run_settings import RECORD_VERSION
+
+    current = {"version": RECORD_VERSION, "grads_accumulation": 2, "run": {}}
+    assert upgrade_record(current, 1)["rounding"] == "nearest"  # written before the rounding row
+    assert upgrade_record({**current, "rounding": "stochastic"}, 1)["rounding"] == "stochastic"
+    version_2 = {"version": 2, "window_micro_batches": 4, "run": {}}
+    upgraded = upgrade_record(version_2, 2)
+    assert (upgraded["rounding"], upgraded["grads_accumulation"], upgraded["version"]) == ("nearest", 2, RECORD_VERSION)
+    assert "rounding" not in upgrade_record({"reduction": "sum", "run": {}}, 1)  # before the table: as it was
