@@ -218,7 +218,8 @@ def test_each_factory_error_reads_in_full() -> None:
     widths = iter(range(3, 100))
     _raises_exactly(ValueError, "model_factory built two different architectures: '0.weight' is (5, 3) in one and "
                     "(5, 4) in the other; '0.bias' is (3,) in one and (4,) in the other; it must build the same model "
-                    "on every call (a factory whose width or layers depend on a random draw or a counter cannot be checked)",
+                    "on every call (a factory whose width or layers depend on a random draw or a counter cannot be "
+                    "checked)",
                     Subject(lambda: nn.Sequential(nn.Linear(5, next(widths))), summed_loss, batch()).build_identical)
     layers = iter((3, 2))
     shrinking = Subject(lambda: nn.Sequential(*(nn.Linear(5, 5) for _ in range(next(layers)))), summed_loss, batch())
