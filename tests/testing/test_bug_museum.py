@@ -57,6 +57,12 @@ def test_show_prints_the_recipe_the_sizes_the_measured_gap_the_property_and_the_
         assert piece in text, piece
 
 
+def test_show_states_what_the_steps_property_claims() -> None:
+    text = bugs.describe(bugs.measure(bugs.exhibit("scheduler_per_micro_batch")))
+    assert "  property: steps_equal_big_batch (k x b equals k*b after N optimizer steps (SGD, AdamW, a schedule, " \
+        "a short epoch))\n" in text
+
+
 def test_maccum_bugs_list_and_show(capsys: pytest.CaptureFixture) -> None:
     assert main(["bugs", "list"]) == 0
     listing = capsys.readouterr().out

@@ -160,3 +160,83 @@ def test_the_fusion_asked_for_is_the_one_accumulated_with(monkeypatch: pytest.Mo
     monkeypatch.setattr(recipes, "Accumulator", Recording)
     check_accumulation(Residual, summed_loss, batch(), splits=[(5, 7)], fusion="none")
     assert seen and set(seen) == {"none"}
+
+
+def _raises_exactly(error: type, message: str, call: object, *args: object, **kwargs: object) -> None:
+    """The whole message, as the tester reads it (a partial match lets a word or a name go missing)."""
+    with pytest.raises(error) as caught:
+        call(*args, **kwargs)
+    assert str(caught.value) == message
+
+
+def test_each_subject_argument_error_reads_in_full() -> None:
+    x, y = batch()
+    _raises_exactly(TypeError, "model_factory must be a function returning a Module, got int", Subject, 3,
+                    summed_loss, (x, y))
+    _raises_exactly(TypeError, "loss_fn must be a function (output, targets) -> (summed loss, items), got str",
+                    Subject, Residual, "sum", (x, y))
+    _raises_exactly(TypeError, "batch: a dict ('input_ids', 'labels') is not a pair (inputs, targets); pass the "
+                    "arrays, e.g. (batch['input_ids'], batch['labels'])", Subject, Residual, summed_loss,
+                    {"input_ids": x, "labels": y})
+    _raises_exactly(TypeError, "batch must be a pair (inputs, targets) with rows along axis 0, got ndarray",
+                    Subject, Residual, summed_loss, x)
+    _raises_exactly(TypeError, "batch must be a pair (inputs, targets) with rows along axis 0, got list of 3",
+                    Subject, Residual, summed_loss, [x, y, y])
+    for seed in ("0", True, 1.0):
+        _raises_exactly(TypeError, f"seed must be an int, got {seed!r}", Subject, Residual, summed_loss, (x, y),
+                        seed=seed)
+    _raises_exactly(TypeError, "batch: an input is int 3, not an array with rows along axis 0", Subject, Residual,
+                    summed_loss, (3, y))
+    _raises_exactly(ValueError, "batch: inputs and targets hold different numbers of rows [11, 12]", Subject,
+                    Residual, summed_loss, (x, y[:11]))
+    _raises_exactly(ValueError, "batch: it holds 1 row (shapes [(1, 5), (1,)]); a window needs at least 2 rows to "
+                    "be split into micro-batches that differ from the big batch", Subject, Residual, summed_loss,
+                    (x[:1], y[:1]))
+    two = Subject(Residual, summed_loss, (x[:2], y[:2]), dtype=np.float32, seed=np.int64(3))
+    assert (two.rows, two.dtype, two.seed) == (2, "float32", 3)  # two rows split (1, 1); the dtype read by name
+
+
+def test_each_factory_error_reads_in_full() -> None:
+    subject = Subject(Residual, summed_loss, batch())
+    model = Residual()
+    _raises_exactly(ValueError, "model_factory returned the same Residual object twice: every property compares "
+                    "freshly built models, and a model compared with itself always agrees; build a new one on each "
+                    "call (MyModel, or lambda: MyModel(), not lambda: model)",
+                    Subject(lambda: model, summed_loss, batch()).build_identical)
+    shared = [nn.Linear(5, 5) for _ in range(3)]
+    _raises_exactly(ValueError, "model_factory's models share parameter objects (0.weight, 0.bias, 1.weight, "
+                    "1.bias): a step on one moves the other; build new layers on each call",
+                    Subject(lambda: nn.Sequential(*shared), summed_loss, batch()).build_identical)
+    widths = iter(range(3, 100))
+    growing = Subject(lambda: nn.Sequential(nn.Linear(5, w := next(widths)), nn.Linear(w, w), nn.Linear(w, 3)),
+                      summed_loss, batch())
+    _raises_exactly(ValueError, "model_factory built two different architectures: '0.weight' is (5, 3) in one and "
+                    "(5, 4) in the other; '0.bias' is (3,) in one and (4,) in the other; '1.weight' is (3, 3) in one "
+                    "and (4, 4) in the other; '1.bias' is (3,) in one and (4,) in the other; it must build the same "
+                    "model on every call (a factory whose width or layers depend on a random draw or a counter "
+                    "cannot be checked)", growing.build_identical)
+    widths = iter(range(3, 100))
+    _raises_exactly(ValueError, "model_factory built two different architectures: '0.weight' is (5, 3) in one and "
+                    "(5, 4) in the other; '0.bias' is (3,) in one and (4,) in the other; it must build the same model "
+                    "on every call (a factory whose width or layers depend on a random draw or a counter cannot be "
+                    "checked)",
+                    Subject(lambda: nn.Sequential(nn.Linear(5, next(widths))), summed_loss, batch()).build_identical)
+    layers = iter((3, 2))
+    shrinking = Subject(lambda: nn.Sequential(*(nn.Linear(5, 5) for _ in range(next(layers)))), summed_loss, batch())
+    _raises_exactly(ValueError, "model_factory built two different architectures: only one has 2.bias, 2.weight; it "
+                    "must build the same model on every call (a factory whose width or layers depend on a random "
+                    "draw or a counter cannot be checked)", shrinking.build_identical)
+    numpy_global = np.random.default_rng()
+
+    def elsewhere() -> nn.Module:
+        built = nn.Sequential(nn.Linear(5, 5), nn.Linear(5, 5), nn.Linear(5, 3))
+        for p in built.parameters():
+            p.data[...] = numpy_global.normal(size=p.shape)
+        return built
+
+    _raises_exactly(ValueError, "model_factory built two models whose parameters differ (0.bias, 0.weight, 1.bias, "
+                    "1.weight) although the check seeds minitorch_accum's generator (seed=0) before each call: the "
+                    "factory draws from another source (NumPy's global generator, a Generator of its own, the "
+                    "clock); seed that source inside the factory, or initialize from the library's generator",
+                    Subject(elsewhere, summed_loss, batch()).build_identical)
+    assert len(subject.build_identical()) == 2

@@ -141,14 +141,56 @@ def test_the_step_tolerance_is_twice_the_spread_plus_each_steps_own_rounding() -
         return layer
 
     final, plus, minus = holding(0.5, -0.25, 0.0), holding(0.5 + 1e-6, -0.25, 0.0), holding(0.5, -0.25 - 3e-6, 0.0)
-    initial = {"weight": np.array([[0.25, -1.0, 0.0]])}
+    initial = {"weight": np.array([[0.25, -1.0, 2.0]])}  # the third: no spread, no path, only 4 steps u |p|
     path = {"weight": np.array([[0.5, 0.75, 0.0]])}
     u = 2.0**-53
     bounds = _propagated_tolerance(initial, [final, plus, minus], "float64", 3, path).bounds["weight"]
-    expected = (2.0 * np.array([[1e-6, 3e-6, 0.0]]) + 4.0 * 3 * u * np.array([[0.5, 1.0, 0.0]])
+    expected = (2.0 * np.array([[1e-6, 3e-6, 0.0]]) + 4.0 * 3 * u * np.array([[0.5, 1.0, 2.0]])
                 + STEP_ROUNDINGS * u * path["weight"])
     np.testing.assert_allclose(bounds, expected, rtol=1e-9, atol=0)
     assert STEP_ROUNDINGS == 16
+    assert _propagated_tolerance(initial, [final, plus, minus], "float64", 3, path).why == (
+        "the rounding bound propagated through the 3 optimizer steps (float64): twice the spread of the big-batch run "
+        "when every window's gradient is moved by +- (its rounding bound at the step's parameters + 16 u |g| for the "
+        "step's own roundings) and every parameter by -+ 2 u |p| after each step, plus each step's own rounding as it "
+        "stands (4 u |p| + 16 u |p_t - p_(t-1)|); the runs carry the moved gradients through the optimizer (Adam's "
+        "m / (sqrt(v) + eps), the decay, the momentum) and the moved parameters into the next window's gradient")
+
+
+def test_the_window_bound_is_the_documented_formula_for_each_reduction_and_with_a_noise_floor() -> None:
+    from minitorch_accum.testing.parameter_bound import NOISE_FACTOR
+
+    u = 2.0**-53
+    # "e": a parameter with no entries (a zero-width layer) gets an empty bound, no crash
+    abs_sum, sum_abs = {"w": np.array([3.0, 0.5]), "e": np.zeros(0)}, {"w": np.array([1.0, 0.0]), "e": np.zeros(0)}
+    measured = RowMagnitudes(abs_sum, sum_abs, items=4, rows=3, fan=2,
+                             noise={"w": np.array([1e-14, 2e-14]), "e": np.zeros(0)}, noise_source="a float32 twin")
+    gamma = 6 * u / (1 - 6 * u)  # n = max(items, rows) + fan terms
+    tolerance = parameter_walk_bound(measured, 5, "float64")
+    expected = ((2 * gamma + 5 * u) * abs_sum["w"] + u * sum_abs["w"]) / 4 + NOISE_FACTOR * 2e-14 / 4
+    np.testing.assert_allclose(tolerance.bounds["w"], expected, rtol=1e-12, atol=0)
+    assert tolerance.bounds["e"].shape == (0,)
+    assert tolerance.why == (
+        "rounding bound for float64 (u = 2^-53) and k = 5: (2 gamma_6 + k u) sum_r |g_r| / N + u |G| / N "
+        "elementwise, gamma_n = n u / (1 - n u), over T = 4 terms summed plus F = 2 (every parameter's leading "
+        "dimension: the dot-product lengths a first-order error can cross), N = 4 items; per-row gradients g_r "
+        "measured by 3 backward passes; plus 4 max_entries sum_r e_r / N per parameter, e_r each row's rounding "
+        "error measured by a float32 twin (the terms that cancel inside a row, as a key bias's through softmax, err "
+        "although their sum is 0)")
+    # a summed loss is not divided by its items; one item divides by 1
+    summed = parameter_walk_bound(measured, 5, "float64", "sum").bounds["w"]
+    np.testing.assert_allclose(summed, expected * 4, rtol=1e-12, atol=0)
+    one = RowMagnitudes(abs_sum, sum_abs, items=1, rows=3, fan=2, noise_source="no twin in bfloat16")
+    alone = parameter_walk_bound(one, 5, "float64")
+    gamma = 5 * u / (1 - 5 * u)  # n = max(1, 3) + 2
+    np.testing.assert_allclose(alone.bounds["w"], (2 * gamma + 5 * u) * abs_sum["w"] + u * sum_abs["w"], rtol=1e-12)
+    assert alone.why.startswith("rounding bound for float64 (u = 2^-53) and k = 5: ")
+    assert alone.why.endswith("; per-row gradients g_r measured by 3 backward passes; no floor for terms that "
+                              "cancel inside a row: no twin in bfloat16")
+    with pytest.raises(ValueError) as unknown:
+        parameter_walk_bound(one, 5, "int8")
+    assert str(unknown.value) == "rounding bound: no unit roundoff for dtype 'int8'; known: float64, float32, " \
+        "float16, bfloat16"
 
 
 def test_rtol_replaces_the_derived_bound_in_the_steps_too() -> None:
