@@ -352,7 +352,7 @@ class _Typed(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
-        setattr(namespace, _TYPED, getattr(namespace, _TYPED, frozenset()) | {self.dest})
+        _note_typed(namespace, self.dest)
 
 
 class _TypedSwitch(argparse.BooleanOptionalAction):
@@ -361,10 +361,14 @@ class _TypedSwitch(argparse.BooleanOptionalAction):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         super().__call__(parser, namespace, values, option_string)
-        setattr(namespace, _TYPED, getattr(namespace, _TYPED, frozenset()) | {self.dest})
+        _note_typed(namespace, self.dest)
 
 
 _TYPED = "typed_settings"  # the parsed namespace's set of the rows whose option was typed
+
+
+def _note_typed(namespace: argparse.Namespace, name: str) -> None:
+    setattr(namespace, _TYPED, getattr(namespace, _TYPED, frozenset()) | {name})
 
 
 def add_options(parser: argparse.ArgumentParser, command: str, defaults: Mapping[str, Any] | None = None) -> None:
