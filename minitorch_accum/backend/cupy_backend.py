@@ -73,10 +73,15 @@ class CupyBackend(Backend):
             return special.erf(x.astype(np.float32)).astype(x.dtype)
 
     def scatter_add(self, target: Any, indices: Any, values: Any) -> None:
-        import cupyx
-
         with self.device_scope():
-            cupyx.scatter_add(target, indices, values)
+            # cupy.add.at is the ufunc form (CuPy 13+); cupyx.scatter_add warns from CuPy 14 on.
+            add_at = getattr(self._cupy.add, "at", None)
+            if add_at is not None:
+                add_at(target, indices, values)
+            else:
+                import cupyx
+
+                cupyx.scatter_add(target, indices, values)
 
     def gemm_into(self, a: Any, b: Any, out: Any, alpha: float, beta: float) -> bool:
         cupy = self._cupy

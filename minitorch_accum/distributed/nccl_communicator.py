@@ -36,13 +36,12 @@ class NCCLCommunicator(Communicator):
         self.rank = 0 if self.mpi is None else self.mpi.Get_rank()
         self.world_size = 1 if self.mpi is None else self.mpi.Get_size()  # one process needs no MPI
         self.cupy, self.nccl = cupy, nccl
-        drawn = nccl.get_unique_id() if self.rank == 0 else ()
-        unique_id = np.zeros(128, dtype=np.int64)
-        unique_id[:len(drawn)] = drawn
+        # The id travels as the object CuPy made it (a tuple of 128 ints up to CuPy 13, bytes in
+        # CuPy 14), so each release's constructor gets back the type it hands out.
+        unique_id = nccl.get_unique_id() if self.rank == 0 else None
         if self.mpi is not None:
-            self.mpi.Bcast(unique_id, root=0)
-        self.comm = nccl.NcclCommunicator(self.world_size, tuple(int(v) for v in unique_id[:len(drawn) or 128]),
-                                          self.rank)
+            unique_id = self.mpi.bcast(unique_id, root=0)
+        self.comm = nccl.NcclCommunicator(self.world_size, unique_id, self.rank)
         self._types = {np.dtype(np.float32): nccl.NCCL_FLOAT32, np.dtype(np.float64): nccl.NCCL_FLOAT64,
                        np.dtype(np.int64): nccl.NCCL_INT64, np.dtype(np.uint8): nccl.NCCL_UINT8}
 
