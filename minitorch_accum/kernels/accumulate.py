@@ -12,6 +12,7 @@ cast rule and whether it takes lists come from the kernel's row in ``catalog``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -20,12 +21,15 @@ from minitorch_accum.kernels.arrays import Array
 from minitorch_accum.kernels.catalog import kernel_info
 from minitorch_accum.kernels.dispatch import call_device, host_module, is_cupy_array
 from minitorch_accum.kernels.launch.plan import (
+    multi_accumulate_launches,
+    multi_accumulate_tables,
     plan_accumulate,
-    plan_multi_accumulate,
     plan_multi_stochastic,
     plan_stochastic,
+    planning_settings,
 )
 from minitorch_accum.kernels.launch.runners import runner_for
+from minitorch_accum.kernels.list_memo import ListMemo, Remembered
 from minitorch_accum.kernels.validation import check_accumulate, check_stochastic, real_number, stream_integer
 
 __all__ = [
@@ -80,18 +84,41 @@ def _call(
     assert mode is not None, kernel  # every accumulate row has one
     compensated = modes.is_compensated(mode)
     names, arrays = (("acc", "comp", "g"), (accs, comps, gs)) if compensated else (("acc", "g"), (accs, gs))
-    device = call_device(kernel, names, arrays, listed=info.listed, flag=flag)
+    if info.listed:
+        _call_listed(kernel, mode, names, arrays, scale, flag, info.cast_only)
+        return
+    device = call_device(kernel, names, arrays, listed=False, flag=flag)
     if device == "host" and (module := host_module()) is not None:
         getattr(module, kernel)(*arrays, scale, flag)
         return
-    items = check_accumulate(
-        kernel, accs, comps, gs, flag, listed=info.listed, compensated=compensated, cast_only=info.cast_only
-    )
+    items = check_accumulate(kernel, accs, comps, gs, flag, listed=False, compensated=compensated,
+                             cast_only=info.cast_only)
     runner = runner_for(device)
-    if info.listed:
-        runner.run(plan_multi_accumulate(mode, items, scale, flag, runner.address_of))
-    else:
-        runner.run(plan_accumulate(mode, *items[0], scale, flag, runner.sm_count))
+    runner.run(plan_accumulate(mode, *items[0], scale, flag, runner.sm_count))
+
+
+_LISTS = ListMemo()  # the checked lists of multi_* calls on a device (never the host module's)
+
+
+def _call_listed(kernel: str, mode: int, names: tuple[str, ...], arrays: tuple[object, ...], scale: float,
+                 flag: Array | None, cast_only: bool) -> None:
+    """A multi_* call: on a device, the same arrays as an earlier call skip the checks and the tables."""
+    lists = cast(tuple[Sequence[Array], ...], arrays)
+    written = [name != "g" for name in names]
+    settings = planning_settings()
+    remembered = _LISTS.find(kernel, settings, lists, written, flag)
+    device = call_device(kernel, names, arrays, listed=True, flag=flag) if remembered is None else remembered.device
+    if device == "host" and (module := host_module()) is not None:
+        getattr(module, kernel)(*arrays, scale, flag)  # the host module checks in C++ itself
+        return
+    if remembered is None:
+        compensated = len(names) == 3
+        checked = check_accumulate(kernel, lists[0], lists[1] if compensated else None, lists[-1], flag,
+                                   listed=True, compensated=compensated, cast_only=cast_only)
+        remembered = Remembered(device, multi_accumulate_tables(mode, checked, runner_for(device).address_of))
+        _LISTS.remember(kernel, settings, lists, written, flag, remembered)
+    items = list(zip(*lists, strict=True))
+    runner_for(remembered.device).run(multi_accumulate_launches(mode, remembered.value, scale, flag, items))
 
 
 def _call_stochastic(

@@ -52,6 +52,7 @@ class FakeCupyArray:
     device = _Device(0)
     dtype = property(lambda self: self.host.dtype)
     shape = property(lambda self: self.host.shape)
+    strides = property(lambda self: self.host.strides)
     size = property(lambda self: self.host.size)
     flags = property(lambda self: self.host.flags)
     data = property(lambda self: _Pointer(self.host.__array_interface__["data"][0]))

@@ -24,7 +24,7 @@ of the next one.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -59,6 +59,8 @@ __all__ = [
     "forced_grid",
     "forced_shape",
     "grid_stride_shape",
+    "multi_accumulate_launches",
+    "multi_accumulate_tables",
     "plan_accumulate",
     "plan_adam",
     "plan_l2_norm",
@@ -68,6 +70,7 @@ __all__ = [
     "plan_multi_stochastic",
     "plan_sgd",
     "plan_stochastic",
+    "planning_settings",
     "sgd_dtype",
     "table_dtype",
     "table_limits",
@@ -150,6 +153,12 @@ def forced_shape(grid: int | None = None, block: int | None = None) -> AbstractC
 def forced_grid() -> int | None:
     """The grid a test forced with ``forced_shape(grid=...)``, or None."""
     return _settings.grid
+
+
+def planning_settings() -> Hashable:
+    """The settings tests forced on the planner now, as one hashable value: a plan remembered under
+    other settings must not be reused."""
+    return _settings
 
 
 def table_limits(max_tensors: int | None = None, max_blocks: int | None = None) -> AbstractContextManager[None]:
@@ -352,15 +361,32 @@ def plan_multi_accumulate(
     address_of: AddressOf,
 ) -> list[Launch]:
     """Chunk-table launches over (acc, comp, g) items (comp None unless compensated)."""
+    return multi_accumulate_launches(mode, multi_accumulate_tables(mode, items, address_of), scale, flag, items)
+
+
+def multi_accumulate_tables(
+    mode: int, items: Sequence[tuple[Array, Array | None, Array]], address_of: AddressOf
+) -> list[tuple[np.ndarray, int]]:
+    """The chunk tables of a multi-tensor accumulation: what depends on the arrays alone."""
     compensated = modes.is_compensated(mode)
     entries: list[TableEntry] = []
     for acc, comp, g in items:
         rows = [address_of(acc), address_of(comp), address_of(g)] if compensated else [address_of(acc), address_of(g)]
         kinds = ACCUMULATE_KINDS if (acc.dtype, g.dtype) in ACCUMULATE_KINDS else BFLOAT16_KINDS
         entries.append((rows, int(acc.size), kinds[(acc.dtype, g.dtype)]))
+    return build_tables(3 if compensated else 2, entries)
+
+
+def multi_accumulate_launches(
+    mode: int, tables: Sequence[tuple[np.ndarray, int]], scale: float, flag: Array | None,
+    items: Sequence[tuple[Array | None, ...]],
+) -> list[Launch]:
+    """One launch per chunk table; ``items`` (the arrays the tables point into) travel with each."""
     tail = (np.float32(scale), np.float64(scale), flag)
     name = f"mta_{accumulate_kernel(mode, listed=True).name}"
-    return _table_launches(name, 3 if compensated else 2, entries, tail, tuple(items))
+    block = _multi_tensor_block()
+    holds = tuple(items)
+    return [Launch(name, (blocks, 1, 1), (block, 1, 1), (ByValue(table), *tail), holds) for table, blocks in tables]
 
 
 # ------------------------------------------------------------------ L2 norm
