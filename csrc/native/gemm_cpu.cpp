@@ -1,6 +1,6 @@
-// GEMM on the native pool: C = alpha op(A) op(B) + beta C, row-major, cut into one block of
-// C per thread (rows when C is taller than wide, else columns), each block a single-threaded
-// call of the BLAS NumPy loaded (its cblas_?gemm, whose address backend/blas.py registers).
+// GEMM on the native pool: C = alpha op(A) op(B) + beta C, row-major, cut into blocks of rows of
+// C, one per thread, each a single-threaded call of the BLAS NumPy loaded (its cblas_?gemm, whose
+// address backend/blas.py registers).
 //
 // Why not let OpenBLAS thread itself: a micro-batch alternates GEMMs with the fused kernels,
 // and two pools then take turns on the second core. OpenBLAS's worker spins (yielding) for
@@ -9,6 +9,15 @@
 // (issue 27). One pool for both means one helper per core, and a helper that is late (another
 // process holds its core) costs nothing: the caller takes its block too (thread_pool.cpp).
 // OpenBLAS is then kept at 1 thread (backend/threads.py), as it is for calls from threads.
+//
+// The cut must not change a bit: C is the same with any thread count. Measured on NumPy's
+// OpenBLAS 0.3.31 in float32 (float64 was unaffected): under OPENBLAS_CORETYPE=Haswell (the AMD
+// machines' setting), whose kernel takes 24 rows at a time, rows cut at multiples of 16 gave
+// other bits in 114,000 of 3.4 million elements, and every cut of the columns gave other bits;
+// under SkylakeX, small blocks go to the small-matrix kernel, which sums in another order. So: rows
+// only, on multiples of 48, at least 2^21 multiply-adds a block; a product too small for two such
+// blocks runs on the calling thread (tests/kernels/test_kernel_gemm.py checks 1 to 4 threads under
+// both kernels).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -32,14 +41,17 @@ using CblasGemm = void (*)(int, int, int, std::int64_t, std::int64_t, std::int64
 std::atomic<CblasGemm<float>> sgemm{nullptr};
 std::atomic<CblasGemm<double>> dgemm{nullptr};
 
-// Below this many multiply-adds a GEMM runs on the calling thread: a helper costs microseconds
-// to join, and 2^21 multiply-adds take ~15 us on one AVX-512 core.
-constexpr std::int64_t kParallelMinMultiplyAdds = std::int64_t(1) << 21;
+// A block of a parallel GEMM has at least this many multiply-adds (a helper costs microseconds to
+// join, 2^21 take ~15 us on one AVX-512 core; and blocks of 2^20 still came out of SkylakeX's
+// small-matrix kernel at 4 threads) and a multiple of this many rows (16 and 24, the row counts of
+// the SkylakeX and Haswell sgemm kernels, both divide it).
+constexpr std::int64_t kBlockMinMultiplyAdds = std::int64_t(1) << 21;
+constexpr std::int64_t kBlockRows = 48;
 
 template <class T>
 struct GemmJob {
     CblasGemm<T> call;
-    bool trans_a, trans_b, by_rows;
+    bool trans_a, trans_b;
     std::int64_t m, n, k, lda, ldb, parts;
     T alpha, beta;
     const T* a;
@@ -47,34 +59,26 @@ struct GemmJob {
     T* c;
 };
 
-// [begin, end) of part p of `extent`, on multiples of 16 (64-byte aligned column blocks of floats).
-std::pair<std::int64_t, std::int64_t> part_of(std::int64_t extent, std::int64_t parts, std::int64_t p) {
-    const auto edge = [&](std::int64_t q) { return q >= parts ? extent : std::min(extent, (extent * q / parts) & ~15); };
+// Rows [begin, end) of block p of m rows in `parts` blocks, cut on multiples of kBlockRows.
+std::pair<std::int64_t, std::int64_t> rows_of(std::int64_t m, std::int64_t parts, std::int64_t p) {
+    const auto edge = [&](std::int64_t q) { return q >= parts ? m : m * q / parts / kBlockRows * kBlockRows; };
     return {edge(p), edge(p + 1)};
 }
 
 template <class T>
 void run_part(const GemmJob<T>& j, std::int64_t p) {
     const int ta = j.trans_a ? kTrans : kNoTrans, tb = j.trans_b ? kTrans : kNoTrans;
-    if (j.by_rows) {  // rows [r0, r1) of C: rows of op(A)
-        const auto [r0, r1] = part_of(j.m, j.parts, p);
-        if (r1 <= r0) return;
-        const T* a = j.a + (j.trans_a ? r0 : r0 * j.lda);
-        j.call(kRowMajor, ta, tb, r1 - r0, j.n, j.k, j.alpha, a, j.lda, j.b, j.ldb, j.beta, j.c + r0 * j.n, j.n);
-    } else {  // columns [c0, c1) of C: columns of op(B)
-        const auto [c0, c1] = part_of(j.n, j.parts, p);
-        if (c1 <= c0) return;
-        const T* b = j.b + (j.trans_b ? c0 * j.ldb : c0);
-        j.call(kRowMajor, ta, tb, j.m, c1 - c0, j.k, j.alpha, j.a, j.lda, b, j.ldb, j.beta, j.c + c0, j.n);
-    }
+    const auto [r0, r1] = rows_of(j.m, j.parts, p);  // rows of C are rows of op(A)
+    if (r1 <= r0) return;
+    const T* a = j.a + (j.trans_a ? r0 : r0 * j.lda);
+    j.call(kRowMajor, ta, tb, r1 - r0, j.n, j.k, j.alpha, a, j.lda, j.b, j.ldb, j.beta, j.c + r0 * j.n, j.n);
 }
 
 template <class T>
 void run_gemm(GemmJob<T> j) {
     const std::int64_t work = j.m * j.n * j.k;
-    const bool parallel = work >= kParallelMinMultiplyAdds && !in_forked_child();
-    j.parts = parallel ? std::max(1, thread_limit()) : 1;
-    j.by_rows = j.m >= j.n;
+    const std::int64_t fit = std::min(j.m / kBlockRows, work / kBlockMinMultiplyAdds);
+    j.parts = in_forked_child() ? 1 : std::max<std::int64_t>(1, std::min<std::int64_t>(thread_limit(), fit));
     std::optional<py::gil_scoped_release> nogil;
     if (work >= 4096) nogil.emplace();
     if (j.parts == 1) return run_part(j, 0);
@@ -119,14 +123,14 @@ void gemm(py::handle a_handle, bool trans_a, py::handle b_handle, bool trans_b, 
     if (dtype == Dtype::f32) {
         const CblasGemm<float> call = sgemm.load();
         if (call == nullptr) raise_value_error("gemm: no BLAS is registered (register_blas_gemm)");
-        run_gemm(GemmJob<float>{call, trans_a, trans_b, false, m, n, k, a.shape(1), b.shape(1), 1,
+        run_gemm(GemmJob<float>{call, trans_a, trans_b, m, n, k, a.shape(1), b.shape(1), 1,
                                 static_cast<float>(alpha), static_cast<float>(beta),
                                 static_cast<const float*>(a.data()), static_cast<const float*>(b.data()),
                                 static_cast<float*>(const_cast<py::array&>(out).mutable_data())});
     } else {
         const CblasGemm<double> call = dgemm.load();
         if (call == nullptr) raise_value_error("gemm: no BLAS is registered (register_blas_gemm)");
-        run_gemm(GemmJob<double>{call, trans_a, trans_b, false, m, n, k, a.shape(1), b.shape(1), 1, alpha, beta,
+        run_gemm(GemmJob<double>{call, trans_a, trans_b, m, n, k, a.shape(1), b.shape(1), 1, alpha, beta,
                                  static_cast<const double*>(a.data()), static_cast<const double*>(b.data()),
                                  static_cast<double*>(const_cast<py::array&>(out).mutable_data())});
     }
@@ -148,7 +152,9 @@ void bind_gemm(py::module_& m) {
     m.def("gemm", &gemm, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"), py::arg("out"),
           py::arg("alpha"), py::arg("beta"),
           R"doc(out = alpha op(a) op(b) + beta out (op: transposed when trans_*), row-major float32 or float64, cut
-over the native pool into one block of out per thread, each a single-threaded call of the registered BLAS.)doc");
+over the native pool into one block of rows of out per thread (on multiples of 48 rows, at least 2^21
+multiply-adds each: the same bits with any thread count), each a single-threaded call of the registered
+BLAS.)doc");
 }
 
 }  // namespace minitorch_accum

@@ -1,10 +1,14 @@
 """The native pool's GEMM: out = alpha op(a) op(b) + beta out for every transpose, cut into one
-block per thread (rows or columns of out), each block a single-threaded call of NumPy's BLAS;
-the same products as NumPy's matmul, whatever the thread count."""
+block of rows of out per thread, each block a single-threaded call of NumPy's BLAS; the same
+products as NumPy's matmul, and the same bits whatever the thread count."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -40,7 +44,7 @@ def test_gemm_equals_numpy_for_every_transpose_and_thread_count(threads, dtype, 
 
 
 def test_two_threads_write_every_block_of_a_large_product() -> None:
-    # a product large enough to be cut: rows (m >= n), then columns (n > m)
+    # a tall product is cut into blocks of rows; a short wide one (64 rows) runs whole on the caller
     rng = np.random.default_rng(1)
     for m, k, n in ((2048, 64, 64), (64, 64, 2048)):
         a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
@@ -52,6 +56,48 @@ def test_two_threads_write_every_block_of_a_large_product() -> None:
             K.set_native_threads(0)
         assert np.isfinite(out).all()
         np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
+
+
+_BITS_PROGRAM = textwrap.dedent("""
+    import hashlib, sys
+    import numpy as np
+    import minitorch_accum.kernels as K
+    from minitorch_accum.backend.blas import native_gemm
+    from threadpoolctl import threadpool_limits
+    native_gemm(); threadpool_limits(1, "blas")
+    # the models' products (char transformer, nanoGPT, their weight gradients), wide and odd ones
+    shapes = [(1024, 64, 192), (1024, 64, 65), (1024, 256, 64), (64, 1024, 192), (256, 1024, 64),
+              (768, 128, 384), (128, 768, 512), (300, 17, 1000), (1000, 40, 300), (2048, 64, 64)]
+    for threads in (1, 2, 3, 4):
+        K.set_native_threads(threads)
+        digest = hashlib.sha256()
+        for dtype in (np.float32, np.float64):
+            rng = np.random.default_rng(0)
+            for m, k, n in shapes:
+                for trans_a in (False, True):
+                    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(dtype)
+                    b = rng.standard_normal((k, n)).astype(dtype)
+                    out = rng.standard_normal((m, n)).astype(dtype)
+                    K.gemm(out, a, trans_a, b, False, 0.5, 1.0)
+                    digest.update(out.tobytes())
+        print(threads, digest.hexdigest())
+""")
+
+
+@pytest.mark.parametrize("coretype", [None, "Haswell"], ids=["as-is", "Haswell"])
+def test_the_bits_do_not_depend_on_the_thread_count(coretype: str | None) -> None:
+    # Each run in a process of its own: OpenBLAS reads OPENBLAS_CORETYPE when it loads. "Haswell" is
+    # the kernel the AMD machines' environment picks; its float32 kernel takes 24 rows at a time.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OPENBLAS_")}
+    if coretype is not None:
+        env.update(OPENBLAS_CORETYPE=coretype, OPENBLAS_L2_SIZE="1048576")
+    env["MTA_NUM_THREADS"] = "4"
+    done = subprocess.run([sys.executable, "-c", _BITS_PROGRAM], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    digests = dict(line.split() for line in done.stdout.splitlines())
+    assert set(digests) == {"1", "2", "3", "4"}
+    assert len(set(digests.values())) == 1, f"threads give other bits: {digests}"
 
 
 @pytest.mark.parametrize(("call", "error", "message"), [
