@@ -10,6 +10,7 @@ import sys
 import types
 from typing import Any
 
+import numpy as np
 import pytest
 
 from minitorch_accum.distributed.nccl_communicator import NCCLCommunicator
@@ -74,3 +75,30 @@ def test_every_rank_gets_rank_zeros_id(monkeypatch: pytest.MonkeyPatch, drawn: A
     NCCLCommunicator(comm=other)
     assert other.sent == [None]  # rank 2 draws nothing of its own
     assert made == [(3, drawn, 0), (3, drawn, 2)]
+
+
+def test_a_launched_world_bootstraps_over_mpi_without_being_handed_a_communicator(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from minitorch_accum.distributed import nccl_communicator
+
+    made = _fake_cupy(monkeypatch, DRAWN_BYTES)
+    world = _FakeWorld(1, 2, DRAWN_BYTES)
+    monkeypatch.setattr(nccl_communicator, "launched_world_size", lambda: 2)
+    monkeypatch.setattr(nccl_communicator, "import_mpi", lambda: types.SimpleNamespace(COMM_WORLD=world))
+    comm = NCCLCommunicator()
+    assert (comm.rank, comm.world_size) == (1, 2)
+    assert world.sent == [None] and made == [(2, DRAWN_BYTES, 1)]
+
+
+def test_each_dtype_travels_as_its_nccl_type(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_cupy(monkeypatch, DRAWN_BYTES)
+    comm = NCCLCommunicator()
+    assert [comm._type(np.zeros(1, dtype)) for dtype in (np.float32, np.float64, np.int64, np.uint8)] == [7, 8, 4, 1]
+    with pytest.raises(TypeError, match="NCCLCommunicator: no NCCL type for float16"):
+        comm._type(np.zeros(1, np.float16))
+
+
+def test_without_cupy_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    with pytest.raises(ImportError, match=r"NCCLCommunicator needs CuPy with NCCL .*install the dist-cuda extra"):
+        NCCLCommunicator()

@@ -42,6 +42,15 @@ class _Pointer:
         self.ptr = ptr
 
 
+class _Flags:
+    """CuPy's flags: the contiguity and ownership, and no ``writeable`` (a CuPy array is always)."""
+
+    def __init__(self, host: np.ndarray) -> None:
+        self.c_contiguous = host.flags.c_contiguous
+        self.f_contiguous = host.flags.f_contiguous
+        self.owndata = host.flags.owndata
+
+
 class FakeCupyArray:
     """A host array dressed as a CuPy array."""
 
@@ -54,7 +63,7 @@ class FakeCupyArray:
     shape = property(lambda self: self.host.shape)
     strides = property(lambda self: self.host.strides)
     size = property(lambda self: self.host.size)
-    flags = property(lambda self: self.host.flags)
+    flags = property(lambda self: _Flags(self.host))
     data = property(lambda self: _Pointer(self.host.__array_interface__["data"][0]))
 
     def __getitem__(self, index: object) -> FakeCupyArray:
@@ -153,16 +162,34 @@ def test_cuda_path_multi_tensor_passes_the_table_by_value():
     gs = [array(rng, n, g) for n, (_, g) in zip((70_000, 3, 500), pairs, strict=True)]
     d_accs, d_comps, d_gs = ([_device(x) for x in xs] for xs in (accs, comps, gs))
     with _fake_cupy():
-        K.multi_add_scale_compensated(d_accs, d_comps, d_gs, 2.5)
-        name, grid, block, args = launched[-1]
-        assert name == "mta_multi_add_scale_compensated" and grid == (4, 1, 1) and block == (512, 1, 1)
-        table = args[0]
-        assert isinstance(table, np.ndarray) and table.shape == (1,) and table.dtype.itemsize <= 4000
-        assert type(args[1]) is np.float32 and type(args[2]) is np.float64
-    for acc, comp, g in zip(accs, comps, gs, strict=True):
-        reference.add_scale_compensated(acc, comp, g, 2.5)
+        for _ in range(2):  # the second call over the same arrays is the remembered one
+            K.multi_add_scale_compensated(d_accs, d_comps, d_gs, 2.5)
+            name, grid, block, args = launched[-1]
+            assert name == "mta_multi_add_scale_compensated" and grid == (4, 1, 1) and block == (512, 1, 1)
+            table = args[0]
+            assert isinstance(table, np.ndarray) and table.shape == (1,) and table.dtype.itemsize <= 4000
+            assert type(args[1]) is np.float32 and type(args[2]) is np.float64
+    for _ in range(2):
+        for acc, comp, g in zip(accs, comps, gs, strict=True):
+            reference.add_scale_compensated(acc, comp, g, 2.5)
     for d, h in zip(d_accs + d_comps, accs + comps, strict=True):
         assert_same_bits(d.host, h)
+
+
+def test_cuda_path_names_the_array_on_another_device():
+    rng = np.random.default_rng(4)
+    acc, comp, g = (array(rng, 100, FLOAT32) for _ in range(3))
+    d_acc, d_g = _device(acc), _device(g)
+    with _fake_cupy():
+        host_flag = np.zeros(1, np.int32)
+        with pytest.raises(TypeError, match=r"add_scale: flag is on the host \(NumPy\) but acc is on cuda:0"):
+            K.add_scale(d_acc, d_g, 1.0, flag=host_flag)
+        with pytest.raises(TypeError, match=r"comps\[0\] is on the host \(NumPy\) but accs\[0\] is on cuda:0"):
+            K.multi_add_scale_compensated([d_acc], [comp], [d_g], 1.0)
+        K.multi_add_scale([d_acc], [d_g], 1.0)  # remembered without a flag; a host flag is another call
+        with pytest.raises(TypeError, match=r"multi_add_scale: flag is on the host \(NumPy\) but accs\[0\]"):
+            K.multi_add_scale([d_acc], [d_g], 1.0, flag=host_flag)
+    np.testing.assert_array_equal(d_acc.host, acc + g)
 
 
 def test_cuda_path_l2_norm_reduces_on_the_device_and_reads_one_value():
