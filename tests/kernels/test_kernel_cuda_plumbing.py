@@ -186,6 +186,8 @@ def test_cuda_path_names_the_array_on_another_device():
             K.add_scale(d_acc, d_g, 1.0, flag=host_flag)
         with pytest.raises(TypeError, match=r"comps\[0\] is on the host \(NumPy\) but accs\[0\] is on cuda:0"):
             K.multi_add_scale_compensated([d_acc], [comp], [d_g], 1.0)
+        with pytest.raises(TypeError, match=r"gs\[0\] is on the host \(NumPy\) but accs\[0\] is on cuda:0"):
+            K.multi_add_scale_compensated([d_acc], [_device(comp)], [g], 1.0)
         K.multi_add_scale([d_acc], [d_g], 1.0)  # remembered without a flag; a host flag is another call
         with pytest.raises(TypeError, match=r"multi_add_scale: flag is on the host \(NumPy\) but accs\[0\]"):
             K.multi_add_scale([d_acc], [d_g], 1.0, flag=host_flag)
