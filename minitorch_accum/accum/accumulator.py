@@ -370,15 +370,19 @@ class Accumulator:
             if (saved_fusion == "none") != (self.fusion == "none"):
                 raise ValueError(f"accumulator state was saved with fusion={saved_fusion!r}, this one uses "
                                  f"{self.fusion!r}")
-            if int(meta["micro_step"]):
+            # every figure is read and checked before the store loads: a state refused here leaves the
+            # accumulator as it was (a store loaded under a window left as it was would add the next
+            # micro-batch to the saved sums)
+            micro_step = int(meta["micro_step"])
+            window = Window(int(meta["window_index"]), micro_step, int(meta["items"]))
+            steps = _check_steps(meta["steps"])
+            reduction = normalization.check_reduction(meta["reduction"])
+            skipped_windows = [int(w) for w in meta["skipped_windows"]]
+            if micro_step:
                 self.store.load(meta["store"], arrays)
             else:
                 self.store.reset()
-            self.window = Window(self.window.index)
-            self.steps = _check_steps(meta["steps"])
-            self.reduction = normalization.check_reduction(meta["reduction"])
-            self.window = Window(int(meta["window_index"]), int(meta["micro_step"]), int(meta["items"]))
-            self.skipped_windows = [int(w) for w in meta["skipped_windows"]]
+            self.steps, self.reduction, self.window, self.skipped_windows = steps, reduction, window, skipped_windows
             if self.loss_scaler is not None and meta["loss_scaler"]:
                 self.loss_scaler.load_state_dict(meta["loss_scaler"])
         except KeyError as missing:

@@ -83,3 +83,27 @@ def test_a_saved_state_stays_as_saved_when_the_window_is_then_scaled(fusion: str
     assert saved.keys() == state["arrays"].keys() and saved
     for key, value in saved.items():
         np.testing.assert_array_equal(state["arrays"][key], value)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+@pytest.mark.parametrize(("figure", "value", "message"), [
+    ("steps", 0, "steps (k, the micro-batches per window) must be a positive int, got 0"),
+    ("reduction", "median", "reduction must be"),
+    ("skipped_windows", ["first"], "invalid literal for int()"),
+])
+def test_a_state_refused_for_one_of_its_figures_leaves_the_accumulator_as_it_was(
+        fusion: str, figure: str, value: object, message: str) -> None:
+    x, y = data()
+    saved = _started(fusion, steps=4, micro_batches=2).state_dict()
+    saved["meta"][figure] = value
+    model = mlp("float32")
+    acc, untouched = Accumulator(model, steps=3, fusion=fusion), Accumulator(model, steps=3, fusion=fusion)
+    run_window(acc, model, x, y, 1, start=3)
+    run_window(untouched, model, x, y, 1, start=3)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        acc.load_state_dict(saved)
+    assert (acc.window, acc.steps, acc.reduction) == (untouched.window, 3, "items")
+    # the store kept its own sums, not the refused state's: the next micro-batch adds to them alone
+    run_window(acc, model, x, y, 1, start=4)
+    run_window(untouched, model, x, y, 1, start=4)
+    assert max_difference(window_grads(acc, model), window_grads(untouched, model)) == 0.0

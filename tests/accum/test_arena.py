@@ -30,6 +30,26 @@ def test_views_alias_one_aligned_flat_buffer() -> None:
     assert arena.nbytes >= sum(p.data.nbytes for p in model.parameters())
 
 
+@pytest.mark.parametrize("misaligned_by", [8, 16, 48])
+def test_a_buffer_starts_on_a_cache_line_whatever_the_allocation_it_is_cut_from(
+        monkeypatch: pytest.MonkeyPatch, misaligned_by: int) -> None:
+    zeros = np.zeros
+
+    def misaligned(shape, dtype=float):  # the raw bytes NumPy hands the arena start off a cache line
+        if np.dtype(dtype) != np.uint8:
+            return zeros(shape, dtype=dtype)
+        raw = zeros(shape + 128, dtype=np.uint8)
+        start = (misaligned_by - raw.ctypes.data) % 64
+        return raw[start:start + shape]
+
+    monkeypatch.setattr(np, "zeros", misaligned)
+    model = mlp("float32")
+    arena = GradArena(model.named_parameters())
+    monkeypatch.undo()
+    assert arena.buffer.ctypes.data % 64 == 0
+    assert all(arena.view(p).ctypes.data % 64 == 0 for p in model.parameters())
+
+
 def test_mixed_dtypes_get_one_buffer_per_accumulation_dtype() -> None:
     model = nn.Sequential(nn.Linear(3, 4, dtype="bfloat16"), nn.Linear(4, 2, dtype="float64"))
     arena = GradArena(model.named_parameters())
@@ -198,6 +218,13 @@ def test_an_arena_on_a_device_is_one_zeroed_buffer_per_dtype_made_in_its_device_
     device.allocated.clear()
     GradArena([("weight", weight)], "float64")
     assert device.allocated == [(24, np.dtype(np.float64), True)]
+
+
+def test_a_bfloat16_arena_on_a_device_is_refused_naming_the_device() -> None:
+    with pytest.raises(TypeError) as refused:
+        GradArena([("weight", _on(_Device(), 5, 4))], "bfloat16")
+    assert str(refused.value) == ("GradArena: a bfloat16 arena needs NumPy arrays (CuPy has no bfloat16 dtype); the "
+                                  "model is on cuda:1")
 
 
 def test_every_buffer_allocated_is_counted_once() -> None:

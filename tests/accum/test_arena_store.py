@@ -10,6 +10,7 @@ import minitorch_accum as mta
 from minitorch_accum import nn
 from minitorch_accum.accum import Accumulator, ArenaStore
 from minitorch_accum.autodiff import run_backward
+from minitorch_accum.backend import NumpyBackend
 from minitorch_accum.distributed import DataParallel
 from minitorch_accum.distributed.zero import ZeroRedundancy
 from minitorch_accum.nn import functional as F
@@ -225,6 +226,21 @@ def test_a_gemm_write_names_beta_0_then_beta_1_and_writes_the_product() -> None:
     np.testing.assert_array_equal(store.views()[0][1], 2 * (a @ b))
 
 
+class _NoBlas(NumpyBackend):
+    """A backend no BLAS call of which can write a view (as for a dtype BLAS has no GEMM of)."""
+
+    def gemm_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float, beta: float) -> bool:
+        return self._gemm_fallback(a, b, out, alpha, beta)
+
+
+def test_a_gemm_write_the_backend_had_to_fall_back_for_is_named_so_and_still_sums() -> None:
+    param = mta.Tensor(np.zeros((3, 2)), requires_grad=True, _backend=_NoBlas())
+    store = ArenaStore([("weight", param)], "float64")
+    a, b = np.arange(12.0).reshape(3, 4), np.arange(8.0).reshape(4, 2)
+    assert [store.add_product(param, a, b), store.add_product(param, a, b)] == ["gemm-fallback", "gemm-fallback"]
+    np.testing.assert_array_equal(store.views()[0][1], 2 * (a @ b))
+
+
 def test_each_pass_over_the_window_is_announced_to_the_recorder_with_what_it_covers() -> None:
     model = mlp("float32")
     x, y = data()
@@ -332,8 +348,12 @@ def test_closing_a_compensated_window_twice_folds_the_compensation_once() -> Non
     for part in split(len(y), (7, 1, 16, 3)):
         store.micro_batch(summed_loss(model, 1e3 * x[part], y[part], "float32"), None, 1.0)
     assert any(np.any(store.compensation.view(p) != 0) for p in store.params)  # there is something to fold
+    sums = [np.array(v) for _, v in store.views()]
+    terms = [np.array(store.compensation.view(p)) for p, _ in store.views()]
     store.close()
     once = [np.array(v) for _, v in store.views()]
+    for total, term, folded in zip(sums, terms, once, strict=True):
+        np.testing.assert_array_equal(folded, total + term)  # each term added once, as it is
     store.close()
     for before, (_, after) in zip(once, store.views(), strict=True):
         np.testing.assert_array_equal(after, before)

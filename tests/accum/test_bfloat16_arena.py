@@ -84,13 +84,59 @@ def test_a_window_resumed_mid_way_is_bit_identical() -> None:
     for sl in split(len(y), SIZES)[:2]:
         first.backward(summed_loss(model, x[sl], y[sl], "float32"), num_items=sl.stop - sl.start)
     state = first.state_dict()
-    assert state["meta"]["store"]["rounding"]["window"] == 1
-    assert set(state["meta"]["store"]["rounding"]["draws"].values()) == {2}
+    # the stream's state as the checkpoint holds it: its mode, seed, window and each view's draws so far
+    assert state["meta"]["store"]["rounding"] == {"mode": "stochastic", "seed": 9, "window": 1,
+                                                  "draws": {name: 2 for name, _ in model.named_parameters()}}
     resumed = Accumulator(model, steps=4, accum_dtype="bfloat16", rounding="stochastic", rounding_seed=9)
     resumed.load_state_dict(state)
     _window(resumed, model, start=2)
     assert resumed.window_index == whole.window_index == 1
     assert np.array_equal(_bits(resumed), _bits(whole))
+
+
+def test_a_window_resumed_at_its_start_draws_from_its_own_index() -> None:
+    # a state saved between windows carries no stream: the resumed store must take the window's index
+    # from the accumulator, not count its own windows from the load
+    model = mlp("float32")
+    whole = Accumulator(model, steps=4, accum_dtype="bfloat16", rounding="stochastic", rounding_seed=5)
+    _window(whole, model, windows=3)
+    first = Accumulator(model, steps=4, accum_dtype="bfloat16", rounding="stochastic", rounding_seed=5)
+    _window(first, model, windows=2)
+    first.zero()
+    resumed = Accumulator(model, steps=4, accum_dtype="bfloat16", rounding="stochastic", rounding_seed=5)
+    resumed.load_state_dict(first.state_dict())
+    _window(resumed, model)
+    assert resumed.window_index == whole.window_index == 2
+    assert np.array_equal(_bits(resumed), _bits(whole))
+
+
+@pytest.mark.parametrize("rounding", ["nearest", "stochastic"])
+@pytest.mark.parametrize("bad_micro_batch", [0, 1])
+def test_an_inf_gradient_in_a_bfloat16_arena_is_found_and_its_window_skipped(rounding: str,
+                                                                           bad_micro_batch: int) -> None:
+    model = mlp("float32")
+    acc = Accumulator(model, steps=2, accum_dtype="bfloat16", rounding=rounding)
+    x, y = data()
+    for i in range(2):
+        rows = x[3 * i:3 * i + 3].copy()
+        if i == bad_micro_batch:
+            rows[1, 2] = np.inf
+        acc.backward(summed_loss(model, rows, y[3 * i:3 * i + 3], "float32"), num_items=3)
+    assert acc.found_nonfinite() is True
+    acc.zero()
+    assert acc.skipped_windows == [0]
+
+
+@pytest.mark.parametrize("rounding", ["nearest", "stochastic"])
+def test_16_bit_gradients_are_cast_by_the_kernel_that_adds_them(rounding: str) -> None:
+    model = mlp("bfloat16")
+    acc = Accumulator(model, steps=4, accum_dtype="bfloat16", rounding=rounding, trace=True)
+    x, y = data()
+    for sl in split(len(y), SIZES):
+        acc.backward(summed_loss(model, x[sl], y[sl], "bfloat16"), num_items=sl.stop - sl.start)
+    written = {e.kernel for e in acc.trace.events if e.param}
+    assert written == ({"copy_scale_stochastic", "cast_add_scale_stochastic"} if rounding == "stochastic" else
+                       {"cast_copy_scale", "cast_add_scale"})
 
 
 def test_a_tied_weight_draws_anew_for_its_second_write_of_a_micro_batch() -> None:

@@ -1,5 +1,6 @@
 """What a bfloat16 arena refuses, said in full, and the defaults its stochastic stream starts from
-(survivors of the accum layer's mutation run: the refusals' words and the seed's bounds went unread)."""
+(survivors of the accum layer's mutation run: the refusals' words, the seed's bounds, a store's own
+count of its windows went unread)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,38 @@ def test_the_refusals_are_said_in_full() -> None:
             "ArenaStore: a bfloat16 arena has no Neumaier compensation (its sums round to bfloat16); compensate a "
             "float32 arena, or round a bfloat16 one stochastically")):
         ArenaStore(_named(), "bfloat16", compensated=True)
-    with pytest.raises(ValueError, match=re.escape(
-            "a bfloat16 arena (and its rounding) needs an arena: use fusion='leaf' or 'gemm'")):
-        Accumulator(mlp("float32"), steps=2, fusion="none", accum_dtype="bfloat16")
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: Accumulator(mlp("float32"), steps=2, fusion="none", accum_dtype="bfloat16"),
+     "a bfloat16 arena (and its rounding) needs an arena: use fusion='leaf' or 'gemm'"),
+    (lambda: Accumulator(mlp("float32"), steps=2, fusion="none", rounding="stochastic"),
+     "a bfloat16 arena (and its rounding) needs an arena: use fusion='leaf' or 'gemm'"),
+    (lambda: Accumulator(mlp("float32"), steps=2, accum_dtype="bfloat16", reducer=object()),  # refused before use
+     "data-parallel accumulation into a bfloat16 arena is not supported: the collective would sum the ranks' "
+     "bfloat16 buffers rounded to nearest; accumulate in float32"),
+], ids=["bfloat16-none", "stochastic-none", "bfloat16-reducer"])
+def test_an_accumulator_refuses_with_these_words_and_no_others(make, message: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        make()
+    assert str(refused.value) == message
+
+
+def _saved_window(rounding: str) -> dict:
+    model = mlp("float32")
+    acc = Accumulator(model, steps=4, accum_dtype="bfloat16", rounding=rounding)
+    x, y = data()
+    acc.backward(summed_loss(model, x[:3], y[:3], "float32"), num_items=3)
+    return acc.state_dict()
+
+
+@pytest.mark.parametrize(("saved", "loading"), [("stochastic", "nearest"), ("nearest", "stochastic")])
+def test_a_checkpoint_of_the_other_rounding_is_refused_naming_both(saved: str, loading: str) -> None:
+    state = _saved_window(saved)
+    acc = Accumulator(mlp("float32"), steps=4, accum_dtype="bfloat16", rounding=loading)
+    with pytest.raises(ValueError) as refused:
+        acc.load_state_dict(state)
+    assert str(refused.value) == f"accumulator state was saved with rounding={saved!r}, this store rounds {loading!r}"
 
 
 @pytest.mark.parametrize("seed", [True, -1, 2**64, 1.5])
@@ -55,3 +85,21 @@ def test_the_default_rounding_seed_is_0() -> None:
     default = _stochastic_bits()
     assert np.array_equal(default, _stochastic_bits(rounding_seed=0))
     assert not np.array_equal(default, _stochastic_bits(rounding_seed=1))
+
+
+def test_a_store_on_its_own_counts_its_windows_from_0_and_draws_as_an_accumulator_does() -> None:
+    # without an accumulator to say the window's index, an ArenaStore counts its windows itself (reset)
+    model = mlp("float32")
+    store = ArenaStore(list(model.named_parameters()), "bfloat16", rounding="stochastic")
+    assert (store.rounding_seed, store.window_index) == (0, 0)
+    acc = Accumulator(model, steps=4, accum_dtype="bfloat16", rounding="stochastic")
+    x, y = data()
+    for window in range(3):
+        assert store.window_index == acc.window_index == window
+        for sl in split(len(y), SIZES):
+            store.micro_batch(summed_loss(model, x[sl], y[sl], "float32"), None, 1.0)
+            acc.backward(summed_loss(model, x[sl], y[sl], "float32"), num_items=sl.stop - sl.start)
+        assert store.state_meta()["rounding"]["window"] == window
+        assert np.array_equal(store.arena.buffer.view(np.uint16), acc.arena.buffer.view(np.uint16))
+        store.reset()
+        acc.zero()
