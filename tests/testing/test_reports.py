@@ -161,3 +161,57 @@ def test_the_one_window_properties_take_an_uneven_split_with_the_most_micro_batc
     two_sizes = check_properties(Residual, summed_loss, batch(), splits=[(3, 3, 3, 3), (5, 7)],
                                  properties=["loss_scaling_is_invisible"])
     assert two_sizes.results[0].worst_parameter()[1].split == (5, 7)
+
+
+CLAIMS = {
+    "window_equals_full_batch": "the window's gradient equals the big batch's, for any split and a partial window",
+    "steps_equal_big_batch": "k x b equals k*b after N optimizer steps (SGD, AdamW, a schedule, a short epoch)",
+    "clipping_uses_the_window_norm": "the window is clipped by its own global norm, not micro-batch by micro-batch",
+    "loss_scaling_is_invisible": "a loss-scaled window equals the unscaled one bit for bit",
+    "resume_mid_window_equals_uninterrupted": "a window saved and resumed mid-way equals the uninterrupted window "
+                                              "bit for bit",
+    "data_parallel_equals_one_rank": "2 ranks x k equal one process with 2*k micro-batches",
+    "item_count_matches_the_loss": "loss_fn counts as items what its summed loss sums: the output positions it "
+                                   "reaches",
+}
+
+
+def test_every_property_states_its_claim_and_why_the_exact_ones_ask_for_equality() -> None:
+    report = check_properties(Residual, summed_loss, batch(4), splits=[(1, 3)], dtype="float64")
+    assert {r.name: r.claim for r in report.results} == CLAIMS  # what `maccum bugs show` prints
+    why = {r.name: r.why for r in report.results}
+    assert why["loss_scaling_is_invisible"] == ("bit-identical: multiplying by a power of two and by its inverse "
+                                                "rounds nothing")
+    assert why["resume_mid_window_equals_uninterrupted"] == (
+        "bit-identical: the sums, counters and flags are saved exactly and the remaining micro-batches run the same "
+        "arithmetic")
+    assert re.fullmatch(r"the rounding bound times the clipping factor [0-9.]+, plus the norm's own error \(relative "
+                        r"[0-9.e+-]+\) on the clipped gradient; rounding bound for float64 .*",
+                        why["clipping_uses_the_window_norm"])
+
+
+def test_each_kind_of_summary_joins_its_notes_and_a_pass_without_notes_ends_at_its_scenario() -> None:
+    from minitorch_accum.testing.parameter_bound import Tolerance
+
+    inexact = PropertyResult("p", "claim").settle(["one reason", "another"])
+    assert inexact.summary() == "p: inconclusive; max gap 0.000e+00, against no tolerance [one reason; another]"
+    plain = PropertyResult("q", "claim")
+    plain.compare({"w": np.array([1.5])}, {"w": np.array([1.0])}, Tolerance({"w": np.array(1.0)}, "why"), "split s")
+    line = "q: passed; max gap 5.000e-01; closest to its tolerance: w, gap 5.000e-01 against 1.000e+00 (0.5 of it) " \
+           "with split s"
+    assert plain.settle().summary() == line
+    plain.notes += ["n1", "n2"]
+    assert plain.summary() == line + " [n1; n2]"
+    empty = PropertyResult("s", "claim").settle()
+    empty.notes.append("and a second")
+    assert empty.summary() == "s: not applicable (nothing was compared (the model has no parameters); and a second)"
+
+
+def test_an_inconclusive_steps_report_says_it_has_no_tolerance() -> None:
+    def with_batch_norm() -> nn.Module:
+        return nn.Sequential(nn.Linear(5, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 3))
+
+    report = check_properties(with_batch_norm, summed_loss, batch(4), splits=[(2, 2)],
+                              properties=["steps_equal_big_batch"], allow_inconclusive=True)
+    assert report.results[0].status == INEXACT
+    assert "\n  tolerance of steps_equal_big_batch there: none (see the notes)\n" in str(report)
