@@ -300,3 +300,19 @@ def test_the_rows_that_interact_are_named_by_the_parameter_furthest_over_the_bou
     assert f"the whole batch's gradient of {name!r} differs from the sum of its rows' by {gap:.3e}, {ratio:.3g} " \
            "times the rounding bound" in reason
     assert ctx.inexact(random_only=True) == []
+
+
+def test_a_draw_is_keyed_by_the_seed_the_row_and_its_place_and_other_draws_pass_through() -> None:
+    with keyed_draws(7, [3, 5]):
+        first, second, third = (default_generator().random((2, 3)) for _ in range(3))
+        scalar = default_generator().random()
+        into = np.zeros(4, dtype=np.float32)
+        default_generator().random(dtype=np.float32, out=into)
+    for place, drawn in enumerate((first, second, third)):  # as the module docstring states the key
+        for index, row in enumerate((3, 5)):
+            np.testing.assert_array_equal(drawn[index], np.random.default_rng((7, row, place)).random(3))
+    assert isinstance(scalar, float) and 0 <= scalar < 1
+    assert into.dtype == np.float32 and np.all(into > 0)
+    with keyed_draws(7, [3, 4, 5]), pytest.raises(UnkeyableDrawError) as caught:
+        default_generator().random((4, 3))
+    assert (caught.value.shape, caught.value.rows) == ((4, 3), 3)
