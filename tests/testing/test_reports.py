@@ -215,3 +215,68 @@ def test_an_inconclusive_steps_report_says_it_has_no_tolerance() -> None:
                               properties=["steps_equal_big_batch"], allow_inconclusive=True)
     assert report.results[0].status == INEXACT
     assert "\n  tolerance of steps_equal_big_batch there: none (see the notes)\n" in str(report)
+
+
+def test_the_worst_parameter_is_the_one_furthest_over_its_tolerance_whatever_its_name() -> None:
+    from minitorch_accum.testing.parameter_bound import Tolerance
+    from minitorch_accum.testing.property_results import Worst
+
+    assert PropertyResult("p", "claim").worst_parameter() == ("", Worst(0.0, 0.0, 0.0, "no scenario"))
+    result = PropertyResult("p", "claim")
+    tolerance = Tolerance({"a": np.array(1.0), "b": np.array(1.0)}, "why")
+    result.compare({"a": np.array([3.0]), "b": np.array([0.5])}, {"a": np.array([0.0]), "b": np.array([0.0])},
+                   tolerance, "s")
+    assert result.worst_parameter()[0] == "a"
+
+
+def test_a_mismatch_reads_its_crash_its_reasons_and_the_notes_the_report_does_not_hold() -> None:
+    from minitorch_accum.testing.parameter_bound import Tolerance
+
+    crashed = PropertyResult("p", "claim")
+    crashed.compare({"w": np.array([2.5])}, {"w": np.array([0.0])}, Tolerance({"w": np.array(1.0)}, "why"), "s")
+    crashed.crashed(ValueError("late"))
+    assert str(AccumulationMismatch(crashed)).splitlines()[0] == (
+        "p: failed: the property raised ValueError: late (worst gap before it: parameter 'w', 2.500e+00)")
+    inexact = PropertyResult("q", "claim").settle(["one reason", "another"])
+    assert str(AccumulationMismatch(inexact)) == ("q: inconclusive: one reason; another; an inconclusive property "
+                                                  "fails the check unless allow_inconclusive=True")
+    failed = PropertyResult("r", "claim")
+    failed.compare({"w": np.array([2.0])}, {"w": np.array([0.0])}, Tolerance({"w": np.array(1.0)}, "why"), "s")
+    failed.notes += ["its own", "shared", "its second"]
+    assert str(AccumulationMismatch(failed.settle(), ["shared"])).splitlines()[0] == (
+        "r: parameter 'w' differs by 2.000e+00 (tolerance 1.000e+00, 2x it) with s [its own; its second]")
+
+
+def test_an_unknown_property_is_named_with_every_property_there_is() -> None:
+    from minitorch_accum.testing.properties import PROPERTIES, property_named
+
+    with pytest.raises(KeyError) as caught:
+        property_named("windows_equal")
+    every = ", ".join(PROPERTIES)
+    assert caught.value.args[0] == f"no equivalence property 'windows_equal'; the properties are {every}"
+    assert len(PROPERTIES) == 7
+
+
+def test_a_report_of_properties_that_compared_nothing_prints_and_raises_saying_so() -> None:
+    report = check_properties(Residual, summed_loss, batch(4), splits=[(1, 3), (2, 2)], raise_on_failure=False,
+                              recipe=ClipsEachMicroBatch(), properties=["resume_mid_window_equals_uninterrupted"])
+    assert not report.passed and report.results[0].status == "not applicable"
+    assert str(report).splitlines()[1] == ("  resume_mid_window_equals_uninterrupted: not applicable (the recipe "
+                                           "'clip_per_micro_batch' keeps no Accumulator to save)")
+    with pytest.raises(AccumulationMismatch) as caught:
+        report.raise_if_failed()
+    assert "note: no property compared anything" in str(caught.value).splitlines()
+
+
+class CrashesInEveryWindow(ScalesTwice):
+    def window(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("no window today")
+
+
+def test_a_property_that_crashed_before_comparing_replays_every_split() -> None:
+    report = check_properties(Residual, summed_loss, batch(4), splits=[(1, 3), (2, 2)], raise_on_failure=False,
+                              recipe=CrashesInEveryWindow(), properties=["window_equals_full_batch"])
+    assert report.results[0].summary() == "window_equals_full_batch: failed (raised RuntimeError: no window today)"
+    assert "splits=[(1, 3), (2, 2)]" in report.results[0].replay
+    assert "  replay window_equals_full_batch: check_properties(model_factory, loss_fn, batch, splits=[(1, 3), " \
+           "(2, 2)]" in str(report)
