@@ -230,3 +230,29 @@ def test_the_perturbed_runs_step_every_window_and_move_the_opposite_ways() -> No
     for name, value in final.items():
         up, down = plus[name] - value, minus[name] - value
         assert np.all(up * down <= 0) and np.mean(up < 0) > 0.9 and np.mean(down > 0) > 0.9, name
+
+
+def test_the_loops_tolerance_is_sqrt_u_of_each_parameters_largest_move() -> None:
+    from minitorch_accum.testing.training_properties import displacement_tolerance
+
+    initial = {"w": np.array([1.0, -2.0, 3.0]), "b": np.array([0.5]), "none": np.zeros((0, 4))}
+    final = {"w": np.array([1.25, -2.5, 3.0]), "b": np.array([0.5]), "none": np.zeros((0, 4))}
+    tolerance = displacement_tolerance(initial, final, "float32", 6)
+    assert {name: float(b) for name, b in tolerance.bounds.items()} == {"w": 2.0**-12 * 0.5, "b": 0.0, "none": 0.0}
+    assert tolerance.why == (
+        "sqrt(u) = 2.44e-04 (float32) of each parameter's largest movement over the 6 steps: the two runs' gradients "
+        "agree to the rounding bound, and N optimizer steps amplify that (Adam up to 1/eps where a gradient is near "
+        "zero), so half the digits are asked for; rounding leaves far less, every bug of the museum far more")
+
+
+def test_rtol_must_be_positive_and_bounds_an_empty_parameter_by_zero() -> None:
+    from minitorch_accum.testing.parameter_bound import relative_tolerance
+
+    for bad in (0, 0.0, -1e-3):
+        with pytest.raises(ValueError) as caught:
+            relative_tolerance(bad, {"w": np.ones(2)})
+        assert str(caught.value) == f"rtol must be positive, got {bad!r}"
+    tolerance = relative_tolerance(0.5, {"w": np.array([1.0, -4.0]), "none": np.zeros(0)})
+    assert {name: float(b) for name, b in tolerance.bounds.items()} == {"w": 2.0, "none": 0.0}
+    assert tolerance.why == ("rtol = 0.5 given by the caller: rtol x max |full-batch gradient| of each parameter "
+                             "(not derived; pass rtol=None for the rounding bound)")
