@@ -247,3 +247,32 @@ def test_ranks_one_ulp_apart_fail_and_say_the_ranks_must_agree_bit_for_bit() -> 
     assert worst.why == "bit-identical across ranks: each adds the same sums in the same order"
     # the ranks' own comparison with the big batch uses the bound for the window's 2 micro-batches + 2 ranks
     assert "and k = 4:" in result.why
+
+
+def _starts_at_zero() -> nn.Module:
+    layer = nn.Linear(2, 1, bias=False)
+    layer.weight.data[...] = 0.0
+    return layer
+
+
+def _squared(output: mta.Tensor, targets: object) -> tuple[mta.Tensor, int]:
+    from minitorch_accum.nn import functional as F
+
+    return F.mse_loss(output, mta.tensor(targets, dtype=output.dtype), reduction="sum"), len(targets)
+
+
+def test_a_window_whose_norm_is_below_the_clip_is_left_as_it_is() -> None:
+    import numpy as np
+
+    # at w = 0 the rows' gradients are -2x and +1.8x: each micro-batch's share is far above the window's 0.2|x|,
+    # so the threshold (half the smallest share) does not clip the window at all (clip_grad_norm's factor is 1)
+    x, y = np.array([[1.0, 0.5], [-1.0, -0.5]]), np.array([[1.0], [0.9]])
+    report = check_properties(_starts_at_zero, _squared, (x, y), splits=[(1, 1)], dtype="float64",
+                              properties=["clipping_uses_the_window_norm"])
+    assert report.results[0].status == PASSED and "clipping factor 1," in report.results[0].why
+
+
+def test_the_steps_of_a_summed_reduction_are_compared_with_summed_big_batch_steps() -> None:
+    report = check_properties(Residual, summed_loss, batch(4), splits=[(1, 3)], reduction="sum", dtype="float64",
+                              properties=["steps_equal_big_batch"])
+    assert report.results[0].status == PASSED
