@@ -265,3 +265,10 @@ def test_a_model_without_parameters_or_with_several_dtypes_is_named() -> None:
     _raises_exactly(ValueError, message, check_properties, NoParameters, summed_loss, batch(), dtype="float64")
     _raises_exactly(TypeError, "dtype: the model's parameters hold several float dtypes; pass the one to check, "
                     "dtype='float32' or 'float64'", check_accumulation, MixedDtypes, summed_loss, batch())
+
+
+def test_a_factory_that_builds_no_module_is_named_before_anything_is_built() -> None:
+    _raises_exactly(TypeError, "model_factory must return a Module, got dict", check_accumulation,
+                    lambda: {"weight": np.ones(3)}, summed_loss, batch())
+    _raises_exactly(TypeError, "model_factory must return a Module, got int", Subject(lambda: 3, summed_loss,
+                                                                                     batch()).build)
