@@ -256,3 +256,71 @@ def test_rtol_must_be_positive_and_bounds_an_empty_parameter_by_zero() -> None:
     assert {name: float(b) for name, b in tolerance.bounds.items()} == {"w": 2.0, "none": 0.0}
     assert tolerance.why == ("rtol = 0.5 given by the caller: rtol x max |full-batch gradient| of each parameter "
                              "(not derived; pass rtol=None for the rounding bound)")
+
+
+def test_gamma_is_n_u_over_one_minus_n_u_where_u_is_large_enough_to_tell() -> None:
+    u = 2.0**-8  # bfloat16: gamma_n's denominator shows at n u = 6 / 256
+    measured = RowMagnitudes({"w": np.array([1.0])}, {"w": np.array([0.0])}, items=4, rows=4, fan=2)
+    bound = parameter_walk_bound(measured, 1, "bfloat16", "sum").bounds["w"]
+    assert float(bound[0]) == 2 * (6 * u / (1 - 6 * u)) + u
+
+
+def test_f_counts_each_parameters_leading_dimension_and_one_for_a_scalar() -> None:
+    from minitorch_accum import nn
+    from minitorch_accum.testing.parameter_bound import leading_dimension_sum
+
+    class ScaledLinear(nn.Module):
+        def __init__(self) -> None:
+            self.scale = nn.Parameter(np.array(2.0))
+            self.layer = nn.Linear(4, 3)  # weight (4, 3), bias (3,)
+
+    assert leading_dimension_sum(ScaledLinear()) == 1 + 4 + 3
+
+
+def test_a_compare_keeps_the_highest_ratio_and_the_largest_gap_of_every_scenario() -> None:
+    result = PropertyResult("p", "claim")
+    exact = {"w": np.zeros(1), "none": np.zeros(0)}
+    result.compare({"w": np.array([2.0]), "none": np.zeros(0)}, exact,
+                   Tolerance({"w": np.array(1.0), "none": np.array(1.0)}, "first"), "over")
+    result.compare({"w": np.array([5.0]), "none": np.zeros(0)}, exact,
+                   Tolerance({"w": np.array(10.0), "none": np.array(1.0)}, "second"), "larger gap, within")
+    worst = result.worst["w"]
+    assert (worst.ratio, worst.gap, worst.scenario, worst.why, worst.max_gap) == (2.0, 2.0, "over", "first", 5.0)
+    assert result.worst["none"].max_gap == 0.0
+    later = PropertyResult("q", "claim")
+    later.compare({"w": np.array([5.0])}, {"w": np.zeros(1)}, Tolerance({"w": np.array(10.0)}, "first"), "within")
+    later.compare({"w": np.array([3.0])}, {"w": np.zeros(1)}, Tolerance({"w": np.array(1.0)}, "second"), "over")
+    assert (later.worst["w"].scenario, later.worst["w"].max_gap) == ("over", 5.0)
+
+
+def test_a_gap_equal_to_its_tolerance_passes_and_one_and_a_half_times_it_fails() -> None:
+    for gap, status in ((1.0, PASSED), (1.5, FAILED)):
+        result = PropertyResult("p", "claim")
+        result.compare({"w": np.array([gap])}, {"w": np.zeros(1)}, Tolerance({"w": np.array(1.0)}, "why"), "s")
+        assert result.settle().status == status, gap
+
+
+class UnusedParameter(Residual):
+    """A head the forward never uses: no gradient reaches it, in either precision."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from minitorch_accum import nn
+
+        self.unused = nn.Linear(3, 2)
+
+
+class Float64Only(Residual):
+    def forward(self, x: object) -> object:
+        if x.dtype != np.float64:
+            raise ValueError("this model runs in float64 only")
+        return super().forward(x)
+
+
+def test_an_unused_parameter_is_measured_as_zero_and_a_twin_that_fails_is_said() -> None:
+    check_properties(UnusedParameter, summed_loss, batch(4), splits=[(1, 3)], dtype="float64",
+                     properties=["window_equals_full_batch"])
+    report = check_properties(Float64Only, summed_loss, batch(4), splits=[(1, 3)], dtype="float64",
+                              properties=["window_equals_full_batch"])
+    assert report.results[0].why.endswith("; no floor for terms that cancel inside a row: the second evaluation in "
+                                          "float32 failed (ValueError: this model runs in float64 only)")
