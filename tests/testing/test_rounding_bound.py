@@ -106,7 +106,8 @@ def test_a_model_whose_gradient_is_nan_for_one_row_micro_batches_does_not_pass()
     result = report["window_equals_full_batch"]
     assert not report.passed and result.status == FAILED and result.max_gap == np.inf
     assert "split (1, 11)" in result.worst_parameter()[1].scenario
-    assert any("not finite" in note for note in report.notes)
+    assert report.notes == ["a row's gradient is not finite when the row is a micro-batch of its own; every "
+                            "comparison with such a window fails"]
 
 
 @pytest.mark.parametrize(("loss", "reduction"), [(summed_loss, "items"), (summed_loss, "sum"),
@@ -324,3 +325,37 @@ def test_an_unused_parameter_is_measured_as_zero_and_a_twin_that_fails_is_said()
                               properties=["window_equals_full_batch"])
     assert report.results[0].why.endswith("; no floor for terms that cancel inside a row: the second evaluation in "
                                           "float32 failed (ValueError: this model runs in float64 only)")
+
+
+def test_the_twins_scale_is_one_below_float64_and_u64_over_u32_for_a_float64_check() -> None:
+    from minitorch_accum.testing import Recipe
+    from minitorch_accum.testing.check_context import CheckContext
+
+    for dtype, other, scale in (("float32", "float64", 1.0), ("float64", "float32", 2.0**-29)):
+        ctx = CheckContext(Subject(Residual, summed_loss, batch(4), dtype), ((1, 3),), Recipe())
+        twin = ctx._twin(ctx.subject.build())
+        assert (twin.dtype, twin.scale) == (other, scale)
+
+
+class NoFloat64(Residual):
+    def to(self, *args: object, device: object = None, dtype: object = None) -> object:
+        if dtype == "float64":
+            raise ValueError("no float64 here")
+        return super().to(*args, device=device, dtype=dtype)
+
+
+def test_a_model_that_cannot_be_built_in_the_twins_precision_is_checked_without_a_floor_and_says_so() -> None:
+    report = check_properties(NoFloat64, summed_loss, batch(4), splits=[(1, 3)], dtype="float32",
+                              properties=["window_equals_full_batch"])
+    assert report.results[0].why.endswith("; no floor for terms that cancel inside a row: no second evaluation in "
+                                          "float64 (ValueError: no float64 here)")
+
+
+def test_a_loss_that_is_nan_fails_the_check_and_does_not_crash_it() -> None:
+    def always_nan(output: object, targets: np.ndarray) -> tuple:
+        loss, items = summed_loss(output, targets)
+        return loss * np.nan, items
+
+    report = check_properties(Residual, always_nan, batch(4), splits=[(1, 3)], properties=["window_equals_full_batch"],
+                              raise_on_failure=False)
+    assert report.results[0].status == FAILED and report.results[0].error is None

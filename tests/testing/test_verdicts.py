@@ -391,3 +391,39 @@ def test_a_loss_whose_gradient_is_zero_everywhere_is_inconclusive_with_nothing_t
                                        "compare (does the loss depend on the parameters?)"]
     assert "\n  tolerance of window_equals_full_batch there: none: the model is not expected to match the big batch " \
            "(see the notes)\n" in str(report)
+
+
+class NeedsTwoRows(Residual):
+    def forward(self, x: mta.Tensor) -> mta.Tensor:
+        if len(x) < 2:
+            raise ValueError(f"{len(x)} row: this layer pairs rows")
+        return super().forward(x)
+
+
+def test_rows_that_cannot_run_alone_are_named_as_interacting() -> None:
+    report = check_accumulation(NeedsTwoRows, summed_loss, batch(4), splits=[(2, 2)], allow_inconclusive=True)
+    assert report.results[0].notes == ["the rows of the batch interact: a single row cannot run on its own "
+                                       "(ValueError: 1 row: this layer pairs rows), so the loss is not a sum over "
+                                       "items"]
+
+
+def _one_item_too_many(output: mta.Tensor, targets: np.ndarray) -> tuple[mta.Tensor, int]:
+    loss, items = summed_loss(output, targets)
+    return loss, items + 1
+
+
+def test_a_summed_reduction_never_divides_so_its_count_is_not_checked() -> None:
+    report = check_accumulation(Residual, _one_item_too_many, batch(4), splits=[(1, 3)], reduction="sum")
+    assert report.notes == []
+
+
+def test_tensor_inputs_are_cast_to_the_checked_dtype_and_integer_ones_kept() -> None:
+    x, y = batch(4)
+    subject = Subject(Residual, summed_loss, ((mta.tensor(x, dtype="float32"), mta.tensor(y)), y), "float64")
+    floats, ints = subject.inputs(slice(0, 2))
+    assert floats.dtype == np.float64 and floats.shape == (2, 5) and ints.dtype.kind == "i"
+    with pytest.raises(TypeError) as caught:
+        loses_the_count = Subject(Residual, lambda output, targets: summed_loss(output, targets)[0], batch(4))
+        loses_the_count.loss(loses_the_count.build(), [0])
+    assert str(caught.value) == ("loss_fn must return (summed loss, item count), got Tensor; e.g. return "
+                                 "F.cross_entropy(out, y, reduction='sum'), F.count_items(y)")
