@@ -359,3 +359,30 @@ def test_a_loss_that_is_nan_fails_the_check_and_does_not_crash_it() -> None:
     report = check_properties(Residual, always_nan, batch(4), splits=[(1, 3)], properties=["window_equals_full_batch"],
                               raise_on_failure=False)
     assert report.results[0].status == FAILED and report.results[0].error is None
+
+
+def test_the_perturbed_runs_move_each_window_by_its_bound_and_each_parameter_by_two_u(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from minitorch_accum.optim import SGD
+    from minitorch_accum.optim.lr_scheduler import StepLR
+    from minitorch_accum.testing import Recipe
+    from minitorch_accum.testing.check_context import CheckContext, parts_of
+    from minitorch_accum.testing.parameter_bound import UNIT_ROUNDOFF
+    from minitorch_accum.testing.training_properties import STEP_ROUNDINGS, _plain_runs
+
+    u = 2.0**-20  # a unit roundoff far above float64's own, so that the moves stand out of its rounding
+    monkeypatch.setitem(UNIT_ROUNDOFF, "float64", u)
+    ctx = CheckContext(Subject(Residual, summed_loss, batch(4), "float64"), ((1, 3),), Recipe(), epochs=1)
+    runs = ctx.subject.build_identical(3)
+    start = ctx.subject.build()
+    rows = np.arange(4)
+    g = ctx.subject.reference_gradient(start, rows=rows)
+    bound = {n: b + STEP_ROUNDINGS * u * np.abs(g[n]) for n, b in ctx.bound_at(start, rows, 2).bounds.items()}
+    lr = StepLR(0.1, 1, 0.5).step()
+    steps, _ = _plain_runs(ctx, runs, lambda: SGD(0.1), parts_of((1, 3)), 2)  # one window, one step
+    assert steps == 1
+    p0 = {n: np.asarray(p.numpy()) for n, p in start.named_parameters()}
+    for sign, run in zip((0, 1, -1), runs, strict=True):
+        for name, p in run.named_parameters():
+            moved = p0[name] - lr * (g[name] + sign * bound[name])
+            np.testing.assert_allclose(p.numpy(), moved - sign * 2.0 * u * np.abs(moved), rtol=1e-12, atol=1e-15)
