@@ -280,3 +280,32 @@ def test_a_property_that_crashed_before_comparing_replays_every_split() -> None:
     assert "splits=[(1, 3), (2, 2)]" in report.results[0].replay
     assert "  replay window_equals_full_batch: check_properties(model_factory, loss_fn, batch, splits=[(1, 3), " \
            "(2, 2)]" in str(report)
+
+
+def test_the_reports_gaps_are_each_parameters_largest_over_every_property() -> None:
+    from minitorch_accum.testing.equivalence import AccumulationReport
+    from minitorch_accum.testing.parameter_bound import Tolerance
+
+    first, second = PropertyResult("p", "claim"), PropertyResult("q", "claim")
+    loose = Tolerance({"w": np.array(10.0), "b": np.array(10.0)}, "why")
+    first.compare({"w": np.array([3.0]), "b": np.array([1.0])}, {"w": np.zeros(1), "b": np.zeros(1)}, loose, "s")
+    second.compare({"w": np.array([2.0]), "b": np.array([4.0])}, {"w": np.zeros(1), "b": np.zeros(1)}, loose, "s")
+    report = AccumulationReport([first.settle(), second.settle()], ((1,),), "float64")
+    assert report.gaps() == {"w": 3.0, "b": 4.0}
+
+
+def test_a_property_raises_when_it_failed_or_was_inconclusive_unless_allowed() -> None:
+    from minitorch_accum.testing.parameter_bound import Tolerance
+
+    failed = PropertyResult("p", "claim")
+    failed.compare({"w": np.array([2.0])}, {"w": np.zeros(1)}, Tolerance({"w": np.array(1.0)}, "why"), "s")
+    with pytest.raises(AccumulationMismatch, match=r"^p: parameter 'w' differs by 2\.000e"):
+        failed.settle().raise_if_failed(allow_inconclusive=True)
+    inexact = PropertyResult("q", "claim").settle(["a reason"])
+    with pytest.raises(AccumulationMismatch, match=r"^q: inconclusive: a reason;"):
+        inexact.raise_if_failed()
+    assert inexact.raise_if_failed(allow_inconclusive=True) is inexact
+    crashed = PropertyResult("r", "claim").crashed(KeyError("k"))
+    with pytest.raises(AccumulationMismatch) as caught:
+        crashed.raise_if_failed()
+    assert caught.value.__cause__ is crashed.error

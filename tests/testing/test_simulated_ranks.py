@@ -135,3 +135,13 @@ def test_a_rank_that_never_joins_a_collective_is_given_up_on_not_waited_for(monk
     assert not runner.is_alive()
     assert len(raised) == 1 and isinstance(raised[0], RankFailedError)
     assert str(raised[0]) == "simulated rank 0 of 2 failed: BrokenBarrierError: "
+
+
+def test_a_rank_that_aborts_exits_and_frees_the_ranks_waiting_on_it() -> None:
+    def rank(comm: ThreadCommunicator) -> None:
+        if comm.rank == 0:
+            comm.abort(3)
+        comm.allreduce(np.zeros(2))  # would wait for rank 0 without the abort
+
+    with pytest.raises(RankFailedError, match=r"^simulated rank 0 of 2 failed: SystemExit: 3$"):
+        run_ranks(2, rank)
