@@ -288,10 +288,10 @@ def test_the_reports_gaps_are_each_parameters_largest_over_every_property() -> N
 
     first, second = PropertyResult("p", "claim"), PropertyResult("q", "claim")
     loose = Tolerance({"w": np.array(10.0), "b": np.array(10.0)}, "why")
-    first.compare({"w": np.array([3.0]), "b": np.array([1.0])}, {"w": np.zeros(1), "b": np.zeros(1)}, loose, "s")
-    second.compare({"w": np.array([2.0]), "b": np.array([4.0])}, {"w": np.zeros(1), "b": np.zeros(1)}, loose, "s")
+    first.compare({"w": np.array([3.0]), "b": np.array([0.25])}, {"w": np.zeros(1), "b": np.zeros(1)}, loose, "s")
+    second.compare({"w": np.array([2.0]), "b": np.array([0.5])}, {"w": np.zeros(1), "b": np.zeros(1)}, loose, "s")
     report = AccumulationReport([first.settle(), second.settle()], ((1,),), "float64")
-    assert report.gaps() == {"w": 3.0, "b": 4.0}
+    assert report.gaps() == {"w": 3.0, "b": 0.5}
 
 
 def test_a_property_raises_when_it_failed_or_was_inconclusive_unless_allowed() -> None:

@@ -145,3 +145,5 @@ def test_a_rank_that_aborts_exits_and_frees_the_ranks_waiting_on_it() -> None:
 
     with pytest.raises(RankFailedError, match=r"^simulated rank 0 of 2 failed: SystemExit: 3$"):
         run_ranks(2, rank)
+    with pytest.raises(RankFailedError, match=r"^simulated rank 0 of 1 failed: SystemExit: 1$"):
+        run_ranks(1, lambda comm: comm.abort())
