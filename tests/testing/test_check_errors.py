@@ -272,3 +272,14 @@ def test_a_factory_that_builds_no_module_is_named_before_anything_is_built() -> 
                     lambda: {"weight": np.ones(3)}, summed_loss, batch())
     _raises_exactly(TypeError, "model_factory must return a Module, got int", Subject(lambda: 3, summed_loss,
                                                                                      batch()).build)
+
+
+def test_a_loss_that_is_not_one_element_and_a_dtype_that_is_not_a_float_read_in_full() -> None:
+    def per_item(output: mta.Tensor, targets: np.ndarray) -> tuple[mta.Tensor, int]:
+        return (output * output).sum(axis=1), len(targets)  # one loss per row, not their sum
+
+    _raises_exactly(TypeError, "loss_fn's loss must be a one-element Tensor, got Tensor", check_accumulation,
+                    Residual, per_item, batch())
+    _raises_exactly(TypeError, "dtype: 'int32' is not a float dtype; give one of float64, float32, float16, bfloat16 "
+                    "(a name, np.float32, or mta.float32)", check_accumulation, Residual, summed_loss, batch(),
+                    dtype="int32")

@@ -276,3 +276,13 @@ def test_the_steps_of_a_summed_reduction_are_compared_with_summed_big_batch_step
     report = check_properties(Residual, summed_loss, batch(4), splits=[(1, 3)], reduction="sum", dtype="float64",
                               properties=["steps_equal_big_batch"])
     assert report.results[0].status == PASSED
+
+
+def test_a_gradient_that_is_zero_everywhere_has_nothing_to_clip() -> None:
+    def no_gradient(output: mta.Tensor, targets: object) -> tuple[mta.Tensor, int]:
+        return (output * 0.0).sum(), len(targets)
+
+    report = check_properties(Residual, no_gradient, batch(4), splits=[(1, 3)], raise_on_failure=False,
+                              properties=["clipping_uses_the_window_norm"])
+    assert report.results[0].status == SKIPPED
+    assert report.results[0].notes == ["the gradient is zero: there is nothing to clip"]

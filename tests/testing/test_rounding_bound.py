@@ -386,3 +386,9 @@ def test_the_perturbed_runs_move_each_window_by_its_bound_and_each_parameter_by_
         for name, p in run.named_parameters():
             moved = p0[name] - lr * (g[name] + sign * bound[name])
             np.testing.assert_allclose(p.numpy(), moved - sign * 2.0 * u * np.abs(moved), rtol=1e-12, atol=1e-15)
+
+
+def test_an_empty_parameter_and_a_zero_gap_are_no_distance_from_any_tolerance() -> None:
+    tolerance = Tolerance({"none": np.array(1.0), "w": np.array(1.0)}, "why")
+    assert tolerance.excess("none", np.zeros(0)) == (0.0, 0.0, 0.0)
+    assert tolerance.excess("w", np.zeros(3)) == (0.0, 0.0, 1.0)
