@@ -140,15 +140,13 @@ class CheckContext:
         """Dropout masks follow the items; a draw that cannot (its first axis is not the rows) puts the
         model in evaluation mode; a forward still random after that is no comparison at all."""
         model = self.subject.build()
-        try:
-            self.subject.loss(model, slice(None))
-        except UnkeyableDrawError as draw:
+        draw = self._unkeyable(model)
+        if draw is not None:
             self.subject = replace(self.subject, evaluation_mode=True)
             self.notes.append(f"{draw}: the check runs the model in evaluation mode (model.eval(), dropout off)")
             model = self.subject.build()
-            try:
-                self.subject.loss(model, slice(None))
-            except UnkeyableDrawError as again:
+            again = self._unkeyable(model)
+            if again is not None:
                 self._random = f"the forward draws random numbers even in evaluation mode ({again})"
                 self.subject = replace(self.subject, keyed=False)
                 return
@@ -158,6 +156,20 @@ class CheckContext:
         self._random = "" if a == b or (np.isnan(a) and np.isnan(b)) else (
             f"the forward is random in a way the check cannot tie to items: two forwards of the same rows give the "
             f"losses {a!r} and {b!r} (a generator of its own, or a draw other than random(): normal, integers...)")
+
+    def _unkeyable(self, model: Module) -> UnkeyableDrawError | None:
+        """The first draw that cannot follow the items in a forward over the first n rows, n = every size from
+        the batch's down: a draw whose first axis is not the rows ((features, rows) after a transpose) can be a
+        multiple of the whole batch's rows, and not of a micro-batch's."""
+        for n in range(self.subject.rows, 0, -1):
+            try:
+                self.subject.loss(model, slice(0, n))
+            except UnkeyableDrawError as draw:
+                return draw
+            except Exception:  # fewer rows that cannot run alone (BatchNorm's one row): measured later
+                if n == self.subject.rows:
+                    raise
+        return None
 
     def _count_items(self) -> None:
         """Compare ``loss_fn``'s count with the items counted from the loss's dependence on the output."""

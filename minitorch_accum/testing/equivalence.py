@@ -145,6 +145,10 @@ def _context(model_factory: Callable[[], Module], loss_fn: LossFn, batch: Any, s
         raise ValueError(f"rtol must be positive, got {rtol!r}")
     probe = Subject(model_factory, loss_fn, batch if not isinstance(batch, list) else tuple(batch), "float64", seed)
     native = probe.native_dtype()
+    if native is None and not list(probe.build().parameters()):
+        # else "several float dtypes" below, or every property crashing in its first backward
+        raise ValueError(f"model_factory built a {type(probe.build()).__name__} with no parameters: there is no "
+                         "gradient to accumulate, nothing to check")
     notes = []
     if dtype is None:
         if native is None:

@@ -89,13 +89,12 @@ def _plain_runs(ctx: CheckContext, runs: list[Module], make: Callable[[], Optimi
         for start in range(0, len(epoch), k):
             window = epoch[start:start + k]
             rows = np.arange(window[0].start, window[-1].stop)
-            bound = None
-            for sign, run, optimizer, schedule in zip((0, 1, -1)[:len(runs)], runs, optimizers, schedules,
-                                                       strict=True):
-                gradient = _window_gradient(ctx, run, rows)
+            gradients = [_window_gradient(ctx, run, rows) for run in runs]
+            # the bound at the window's parameters: measured before runs[0] takes its step
+            bound = _gradient_bound(ctx, runs[0], rows, len(window), gradients[1]) if len(runs) > 1 else {}
+            for sign, run, optimizer, schedule, gradient in zip((0, 1, -1)[:len(runs)], runs, optimizers, schedules,
+                                                                 gradients, strict=True):
                 if sign:
-                    if bound is None:
-                        bound = _gradient_bound(ctx, runs[0], rows, len(window), gradient)
                     gradient = {name: g + sign * bound[name] for name, g in gradient.items()}
                 _step(run, optimizer, gradient, schedule.step())
                 if sign:  # the way the moved gradient moves it: a larger gradient steps further down

@@ -95,7 +95,10 @@ def test_a_count_taken_before_the_shift_is_wrong_alike_in_window_and_big_batch_a
     for name, expected in faulty.reference().items():  # the check divides by the 18 targets it counts itself
         np.testing.assert_allclose(window[name], by_loss_fn[name], rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(window[name] * 26 / 18, expected, rtol=1e-12, atol=1e-15)
-    assert any("one fewer per row: the items are counted before the label shift" in n for n in faulty.notes)
+    assert faulty.notes == ["loss_fn counts 26 items in the batch, but the loss depends on 18 positions of the output, "
+                            "one fewer per row: the items are counted before the label shift (position 0's label is "
+                            "never a target); count the shifted labels, F.count_items(targets[:, 1:]); the big batch "
+                            "is normalized here by the 18 items really there"]
     for name in ("window_equals_full_batch", "steps_equal_big_batch", "data_parallel_equals_one_rank"):
         assert PROPERTIES[name](faulty).status == FAILED, name
     result = PROPERTIES["item_count_matches_the_loss"](faulty)

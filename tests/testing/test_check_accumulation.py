@@ -161,3 +161,12 @@ def test_rtol_is_rtol_times_each_parameters_largest_gradient_entry() -> None:
     for bad in (0.0, -1e-3):
         with pytest.raises(ValueError, match="rtol must be positive"):
             check_accumulation(token_model, padded_loss, (ids, targets), splits=[(1, 7)], rtol=bad)
+
+
+def test_training_mode_batch_norm_gets_only_splits_of_two_rows_or_more_and_the_halves() -> None:
+    def with_batch_norm() -> nn.Module:
+        return nn.Sequential(nn.Linear(5, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 3))
+
+    for rows, chosen in ((2, ((2,),)), (3, ((3,),)), (6, ((6,), (3, 3)))):
+        report = check_accumulation(with_batch_norm, summed_loss, batch(rows), allow_inconclusive=True)
+        assert report.splits == chosen, rows

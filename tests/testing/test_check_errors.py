@@ -240,3 +240,46 @@ def test_each_factory_error_reads_in_full() -> None:
                     "clock); seed that source inside the factory, or initialize from the library's generator",
                     Subject(elsewhere, summed_loss, batch()).build_identical)
     assert len(subject.build_identical()) == 2
+
+
+class NoParameters(nn.Module):
+    def forward(self, x: mta.Tensor) -> mta.Tensor:
+        return x[:, :3]
+
+
+class MixedDtypes(nn.Module):
+    def __init__(self) -> None:
+        self.a = nn.Linear(5, 3)
+        self.b = nn.Linear(3, 3).to(dtype="float64")
+
+    def forward(self, x: mta.Tensor) -> mta.Tensor:
+        return self.b(self.a(x).to(dtype="float64"))
+
+
+def test_a_model_without_parameters_or_with_several_dtypes_is_named() -> None:
+    # before, a model without parameters was said to hold several float dtypes (or, with dtype=, every
+    # property crashed in its first backward)
+    message = "model_factory built a NoParameters with no parameters: there is no gradient to accumulate, nothing " \
+              "to check"
+    _raises_exactly(ValueError, message, check_accumulation, NoParameters, summed_loss, batch())
+    _raises_exactly(ValueError, message, check_properties, NoParameters, summed_loss, batch(), dtype="float64")
+    _raises_exactly(TypeError, "dtype: the model's parameters hold several float dtypes; pass the one to check, "
+                    "dtype='float32' or 'float64'", check_accumulation, MixedDtypes, summed_loss, batch())
+
+
+def test_a_factory_that_builds_no_module_is_named_before_anything_is_built() -> None:
+    _raises_exactly(TypeError, "model_factory must return a Module, got dict", check_accumulation,
+                    lambda: {"weight": np.ones(3)}, summed_loss, batch())
+    _raises_exactly(TypeError, "model_factory must return a Module, got int", Subject(lambda: 3, summed_loss,
+                                                                                     batch()).build)
+
+
+def test_a_loss_that_is_not_one_element_and_a_dtype_that_is_not_a_float_read_in_full() -> None:
+    def per_item(output: mta.Tensor, targets: np.ndarray) -> tuple[mta.Tensor, int]:
+        return (output * output).sum(axis=1), len(targets)  # one loss per row, not their sum
+
+    _raises_exactly(TypeError, "loss_fn's loss must be a one-element Tensor, got Tensor", check_accumulation,
+                    Residual, per_item, batch())
+    _raises_exactly(TypeError, "dtype: 'int32' is not a float dtype; give one of float64, float32, float16, bfloat16 "
+                    "(a name, np.float32, or mta.float32)", check_accumulation, Residual, summed_loss, batch(),
+                    dtype="int32")

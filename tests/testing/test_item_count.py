@@ -92,3 +92,22 @@ def test_bugs_show_states_what_the_property_claims() -> None:
     text = bugs.describe(bugs.measure(bugs.exhibit("count_before_shift")))
     assert ("property: item_count_matches_the_loss (loss_fn counts as items what its summed loss sums: "
             "the output positions it reaches)") in text
+
+
+def _constant_counting_five(output: mta.Tensor, targets: np.ndarray) -> tuple[mta.Tensor, int]:
+    return mta.tensor(np.array(1.0), requires_grad=True), 5
+
+
+def test_the_checks_own_count_of_a_one_dimensional_output_and_of_a_loss_that_never_reaches_it() -> None:
+    from minitorch_accum.testing.check_context import CheckContext
+    from minitorch_accum.testing.recipes import Recipe
+    from minitorch_accum.testing.subject import Subject
+
+    one_axis = CheckContext(Subject(OneValuePerRow, _squares_one_too_many, batch()), ((5, 7),), Recipe())
+    assert one_axis.notes == ["loss_fn counts 13 items in the batch, but the loss depends on 12 positions of the "
+                              "output (12 elements, 12 rows): it divides by the wrong number; the big batch is "
+                              "normalized here by the 12 items really there"]
+    unreached = CheckContext(Subject(Residual, _constant_counting_five, batch()), ((5, 7),), Recipe())
+    assert unreached.notes == ["loss_fn counts 5 items in the batch, but the loss depends on 0 positions of the output "
+                               "(0 elements, 0 rows): it divides by the wrong number; the big batch is normalized here "
+                               "by the 0 items really there"]

@@ -173,3 +173,116 @@ def test_two_ranks_each_hold_one_micro_batch_of_a_two_part_split_and_a_resume_fa
         check_properties(Residual, summed_loss, batch(), splits=[(12,), (3, 1, 4, 4)],
                          properties=["resume_mid_window_equals_uninterrupted"])
     assert "splits=[(3, 1, 4, 4)]" in caught.value.replay
+
+
+def _scenarios(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every scenario a property compares, in order (the report keeps only the worst per parameter)."""
+    from minitorch_accum.testing.property_results import PropertyResult
+
+    seen: list[str] = []
+    compare = PropertyResult.compare
+
+    def recording(self: PropertyResult, got: object, expected: object, tolerance: object, scenario: str,
+                  split: object = None) -> None:
+        seen.append(scenario)
+        compare(self, got, expected, tolerance, scenario, split)
+
+    monkeypatch.setattr(PropertyResult, "compare", recording)
+    return seen
+
+
+class RecordsK(Recipe):
+    """The library's recipe, noting the k of each training run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ks: list[int] = []
+
+    def train(self, subject: object, model: object, optimizer: object, scheduler: object, epoch: object, k: int,
+              epochs: int, max_norm: float | None = None) -> None:
+        self.ks.append(k)
+        super().train(subject, model, optimizer, scheduler, epoch, k, epochs, max_norm)
+
+
+def test_each_split_is_compared_as_a_full_window_and_a_window_one_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _scenarios(monkeypatch)
+    check_properties(Residual, summed_loss, batch(4), splits=[(1, 3), (4,)], properties=["window_equals_full_batch"])
+    assert seen == ["split (1, 3) in a full window (k=2)", "split (1, 3) in a partial window (k=3)",
+                    "split (4,) in a full window (k=1)", "split (4,) in a partial window (k=2)"]
+
+
+def test_the_steps_are_taken_with_k_2_and_with_k_one_past_the_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _scenarios(monkeypatch)
+    recipe = RecordsK()
+    check_properties(Residual, summed_loss, batch(4), splits=[(1, 1, 2)], properties=["steps_equal_big_batch"],
+                     recipe=recipe, dtype="float64")
+    assert recipe.ks == [2, 4, 2, 4]  # SGD then AdamW; an epoch of 3 micro-batches, k = 4 never fills
+    sgd, adamw = "SGD(momentum=0.9, nesterov, weight_decay=0.01)", "AdamW(lr=0.01, weight_decay=0.1)"
+    tail = "2 epochs, lr halving every step"
+    assert seen == [f"{sgd}, split (1, 1, 2), k=2, {tail}",
+                    f"{sgd}, split (1, 1, 2), an epoch of 3 micro-batches shorter than k, {tail}",
+                    f"{adamw}, split (1, 1, 2), k=2, {tail}",
+                    f"{adamw}, split (1, 1, 2), an epoch of 3 micro-batches shorter than k, {tail}"]
+
+
+class RanksOneUlpApart(Recipe):
+    """Rank 1's gradient one unit in the last place above rank 0's: within any rounding bound of the big
+    batch, but the ranks no longer agree."""
+
+    def rank_gradients(self, subject: object, models: object, shares: object, k: int) -> list:
+        import numpy as np
+
+        per_rank = super().rank_gradients(subject, models, shares, k)
+        per_rank[1] = {name: np.nextafter(g, np.inf) for name, g in per_rank[1].items()}
+        return per_rank
+
+
+def test_ranks_one_ulp_apart_fail_and_say_the_ranks_must_agree_bit_for_bit() -> None:
+    report = check_properties(Residual, summed_loss, batch(4), splits=[(1, 3)], dtype="float64",
+                              properties=["data_parallel_equals_one_rank"], recipe=RanksOneUlpApart(),
+                              raise_on_failure=False)
+    result = report["data_parallel_equals_one_rank"]
+    _, worst = result.worst_parameter()
+    assert result.status == FAILED and worst.scenario == "rank 1 against rank 0"
+    assert worst.why == "bit-identical across ranks: each adds the same sums in the same order"
+    # the ranks' own comparison with the big batch uses the bound for the window's 2 micro-batches + 2 ranks
+    assert "and k = 4:" in result.why
+
+
+def _starts_at_zero() -> nn.Module:
+    layer = nn.Linear(2, 1, bias=False)
+    layer.weight.data[...] = 0.0
+    return layer
+
+
+def _squared(output: mta.Tensor, targets: object) -> tuple[mta.Tensor, int]:
+    from minitorch_accum.nn import functional as F
+
+    return F.mse_loss(output, mta.tensor(targets, dtype=output.dtype), reduction="sum"), len(targets)
+
+
+def test_a_window_whose_norm_is_below_the_clip_is_left_as_it_is() -> None:
+    import numpy as np
+
+    # at w = 0 the rows' gradients are -2x and +1.8x: each micro-batch's share is far above the window's 0.2|x|,
+    # so the threshold (half the smallest share) does not clip the window at all (clip_grad_norm's factor is 1)
+    x, y = np.array([[1.0, 0.5], [-1.0, -0.5]]), np.array([[1.0], [0.9]])
+    report = check_properties(_starts_at_zero, _squared, (x, y), splits=[(1, 1)], dtype="float64",
+                              properties=["clipping_uses_the_window_norm"])
+    assert report.results[0].status == PASSED and "clipping factor 1," in report.results[0].why
+
+
+def test_the_steps_of_a_summed_reduction_are_compared_with_summed_big_batch_steps() -> None:
+    report = check_properties(Residual, summed_loss, batch(4), splits=[(1, 3)], reduction="sum", dtype="float64",
+                              properties=["steps_equal_big_batch"])
+    assert report.results[0].status == PASSED
+
+
+def test_a_gradient_that_is_zero_everywhere_has_nothing_to_clip() -> None:
+    def no_gradient(output: mta.Tensor, targets: object) -> tuple[mta.Tensor, int]:
+        return (output * 0.0).sum(), len(targets)
+
+    report = check_properties(Residual, no_gradient, batch(4), splits=[(1, 3)], raise_on_failure=False,
+                              properties=["clipping_uses_the_window_norm"])
+    assert report.results[0].status == SKIPPED
+    assert report.results[0].notes == ["the gradient is zero: there is nothing to clip"]

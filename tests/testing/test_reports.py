@@ -161,3 +161,151 @@ def test_the_one_window_properties_take_an_uneven_split_with_the_most_micro_batc
     two_sizes = check_properties(Residual, summed_loss, batch(), splits=[(3, 3, 3, 3), (5, 7)],
                                  properties=["loss_scaling_is_invisible"])
     assert two_sizes.results[0].worst_parameter()[1].split == (5, 7)
+
+
+CLAIMS = {
+    "window_equals_full_batch": "the window's gradient equals the big batch's, for any split and a partial window",
+    "steps_equal_big_batch": "k x b equals k*b after N optimizer steps (SGD, AdamW, a schedule, a short epoch)",
+    "clipping_uses_the_window_norm": "the window is clipped by its own global norm, not micro-batch by micro-batch",
+    "loss_scaling_is_invisible": "a loss-scaled window equals the unscaled one bit for bit",
+    "resume_mid_window_equals_uninterrupted": "a window saved and resumed mid-way equals the uninterrupted window "
+                                              "bit for bit",
+    "data_parallel_equals_one_rank": "2 ranks x k equal one process with 2*k micro-batches",
+    "item_count_matches_the_loss": "loss_fn counts as items what its summed loss sums: the output positions it "
+                                   "reaches",
+}
+
+
+def test_every_property_states_its_claim_and_why_the_exact_ones_ask_for_equality() -> None:
+    report = check_properties(Residual, summed_loss, batch(4), splits=[(1, 3)], dtype="float64")
+    assert {r.name: r.claim for r in report.results} == CLAIMS  # what `maccum bugs show` prints
+    why = {r.name: r.why for r in report.results}
+    assert why["loss_scaling_is_invisible"] == ("bit-identical: multiplying by a power of two and by its inverse "
+                                                "rounds nothing")
+    assert why["resume_mid_window_equals_uninterrupted"] == (
+        "bit-identical: the sums, counters and flags are saved exactly and the remaining micro-batches run the same "
+        "arithmetic")
+    assert re.fullmatch(r"the rounding bound times the clipping factor [0-9.]+, plus the norm's own error \(relative "
+                        r"[0-9.e+-]+\) on the clipped gradient; rounding bound for float64 .*",
+                        why["clipping_uses_the_window_norm"])
+
+
+def test_each_kind_of_summary_joins_its_notes_and_a_pass_without_notes_ends_at_its_scenario() -> None:
+    from minitorch_accum.testing.parameter_bound import Tolerance
+
+    inexact = PropertyResult("p", "claim").settle(["one reason", "another"])
+    assert inexact.summary() == "p: inconclusive; max gap 0.000e+00, against no tolerance [one reason; another]"
+    plain = PropertyResult("q", "claim")
+    plain.compare({"w": np.array([1.5])}, {"w": np.array([1.0])}, Tolerance({"w": np.array(1.0)}, "why"), "split s")
+    line = "q: passed; max gap 5.000e-01; closest to its tolerance: w, gap 5.000e-01 against 1.000e+00 (0.5 of it) " \
+           "with split s"
+    assert plain.settle().summary() == line
+    plain.notes += ["n1", "n2"]
+    assert plain.summary() == line + " [n1; n2]"
+    empty = PropertyResult("s", "claim").settle()
+    empty.notes.append("and a second")
+    assert empty.summary() == "s: not applicable (nothing was compared (the model has no parameters); and a second)"
+
+
+def test_an_inconclusive_steps_report_says_it_has_no_tolerance() -> None:
+    def with_batch_norm() -> nn.Module:
+        return nn.Sequential(nn.Linear(5, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 3))
+
+    report = check_properties(with_batch_norm, summed_loss, batch(4), splits=[(2, 2)],
+                              properties=["steps_equal_big_batch"], allow_inconclusive=True)
+    assert report.results[0].status == INEXACT
+    assert "\n  tolerance of steps_equal_big_batch there: none (see the notes)\n" in str(report)
+
+
+def test_the_worst_parameter_is_the_one_furthest_over_its_tolerance_whatever_its_name() -> None:
+    from minitorch_accum.testing.parameter_bound import Tolerance
+    from minitorch_accum.testing.property_results import Worst
+
+    assert PropertyResult("p", "claim").worst_parameter() == ("", Worst(0.0, 0.0, 0.0, "no scenario"))
+    result = PropertyResult("p", "claim")
+    tolerance = Tolerance({"a": np.array(1.0), "b": np.array(1.0)}, "why")
+    result.compare({"a": np.array([3.0]), "b": np.array([0.5])}, {"a": np.array([0.0]), "b": np.array([0.0])},
+                   tolerance, "s")
+    assert result.worst_parameter()[0] == "a"
+
+
+def test_a_mismatch_reads_its_crash_its_reasons_and_the_notes_the_report_does_not_hold() -> None:
+    from minitorch_accum.testing.parameter_bound import Tolerance
+
+    crashed = PropertyResult("p", "claim")
+    crashed.compare({"w": np.array([2.5])}, {"w": np.array([0.0])}, Tolerance({"w": np.array(1.0)}, "why"), "s")
+    crashed.crashed(ValueError("late"))
+    assert str(AccumulationMismatch(crashed)).splitlines()[0] == (
+        "p: failed: the property raised ValueError: late (worst gap before it: parameter 'w', 2.500e+00)")
+    inexact = PropertyResult("q", "claim").settle(["one reason", "another"])
+    assert str(AccumulationMismatch(inexact)) == ("q: inconclusive: one reason; another; an inconclusive property "
+                                                  "fails the check unless allow_inconclusive=True")
+    failed = PropertyResult("r", "claim")
+    failed.compare({"w": np.array([2.0])}, {"w": np.array([0.0])}, Tolerance({"w": np.array(1.0)}, "why"), "s")
+    failed.notes += ["its own", "shared", "its second"]
+    assert str(AccumulationMismatch(failed.settle(), ["shared"])).splitlines()[0] == (
+        "r: parameter 'w' differs by 2.000e+00 (tolerance 1.000e+00, 2x it) with s [its own; its second]")
+
+
+def test_an_unknown_property_is_named_with_every_property_there_is() -> None:
+    from minitorch_accum.testing.properties import PROPERTIES, property_named
+
+    with pytest.raises(KeyError) as caught:
+        property_named("windows_equal")
+    every = ", ".join(PROPERTIES)
+    assert caught.value.args[0] == f"no equivalence property 'windows_equal'; the properties are {every}"
+    assert len(PROPERTIES) == 7
+
+
+def test_a_report_of_properties_that_compared_nothing_prints_and_raises_saying_so() -> None:
+    report = check_properties(Residual, summed_loss, batch(4), splits=[(1, 3), (2, 2)], raise_on_failure=False,
+                              recipe=ClipsEachMicroBatch(), properties=["resume_mid_window_equals_uninterrupted"])
+    assert not report.passed and report.results[0].status == "not applicable"
+    assert str(report).splitlines()[1] == ("  resume_mid_window_equals_uninterrupted: not applicable (the recipe "
+                                           "'clip_per_micro_batch' keeps no Accumulator to save)")
+    with pytest.raises(AccumulationMismatch) as caught:
+        report.raise_if_failed()
+    assert "note: no property compared anything" in str(caught.value).splitlines()
+
+
+class CrashesInEveryWindow(ScalesTwice):
+    def window(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("no window today")
+
+
+def test_a_property_that_crashed_before_comparing_replays_every_split() -> None:
+    report = check_properties(Residual, summed_loss, batch(4), splits=[(1, 3), (2, 2)], raise_on_failure=False,
+                              recipe=CrashesInEveryWindow(), properties=["window_equals_full_batch"])
+    assert report.results[0].summary() == "window_equals_full_batch: failed (raised RuntimeError: no window today)"
+    assert "splits=[(1, 3), (2, 2)]" in report.results[0].replay
+    assert "  replay window_equals_full_batch: check_properties(model_factory, loss_fn, batch, splits=[(1, 3), " \
+           "(2, 2)]" in str(report)
+
+
+def test_the_reports_gaps_are_each_parameters_largest_over_every_property() -> None:
+    from minitorch_accum.testing.equivalence import AccumulationReport
+    from minitorch_accum.testing.parameter_bound import Tolerance
+
+    first, second = PropertyResult("p", "claim"), PropertyResult("q", "claim")
+    loose = Tolerance({"w": np.array(10.0), "b": np.array(10.0)}, "why")
+    first.compare({"w": np.array([3.0]), "b": np.array([0.25])}, {"w": np.zeros(1), "b": np.zeros(1)}, loose, "s")
+    second.compare({"w": np.array([2.0]), "b": np.array([0.5])}, {"w": np.zeros(1), "b": np.zeros(1)}, loose, "s")
+    report = AccumulationReport([first.settle(), second.settle()], ((1,),), "float64")
+    assert report.gaps() == {"w": 3.0, "b": 0.5}
+
+
+def test_a_property_raises_when_it_failed_or_was_inconclusive_unless_allowed() -> None:
+    from minitorch_accum.testing.parameter_bound import Tolerance
+
+    failed = PropertyResult("p", "claim")
+    failed.compare({"w": np.array([2.0])}, {"w": np.zeros(1)}, Tolerance({"w": np.array(1.0)}, "why"), "s")
+    with pytest.raises(AccumulationMismatch, match=r"^p: parameter 'w' differs by 2\.000e"):
+        failed.settle().raise_if_failed(allow_inconclusive=True)
+    inexact = PropertyResult("q", "claim").settle(["a reason"])
+    with pytest.raises(AccumulationMismatch, match=r"^q: inconclusive: a reason;"):
+        inexact.raise_if_failed()
+    assert inexact.raise_if_failed(allow_inconclusive=True) is inexact
+    crashed = PropertyResult("r", "claim").crashed(KeyError("k"))
+    with pytest.raises(AccumulationMismatch) as caught:
+        crashed.raise_if_failed()
+    assert caught.value.__cause__ is crashed.error

@@ -106,7 +106,8 @@ def test_a_model_whose_gradient_is_nan_for_one_row_micro_batches_does_not_pass()
     result = report["window_equals_full_batch"]
     assert not report.passed and result.status == FAILED and result.max_gap == np.inf
     assert "split (1, 11)" in result.worst_parameter()[1].scenario
-    assert any("not finite" in note for note in report.notes)
+    assert report.notes == ["a row's gradient is not finite when the row is a micro-batch of its own; every "
+                            "comparison with such a window fails"]
 
 
 @pytest.mark.parametrize(("loss", "reduction"), [(summed_loss, "items"), (summed_loss, "sum"),
@@ -230,3 +231,164 @@ def test_the_perturbed_runs_step_every_window_and_move_the_opposite_ways() -> No
     for name, value in final.items():
         up, down = plus[name] - value, minus[name] - value
         assert np.all(up * down <= 0) and np.mean(up < 0) > 0.9 and np.mean(down > 0) > 0.9, name
+
+
+def test_the_loops_tolerance_is_sqrt_u_of_each_parameters_largest_move() -> None:
+    from minitorch_accum.testing.training_properties import displacement_tolerance
+
+    initial = {"w": np.array([1.0, -2.0, 3.0]), "b": np.array([0.5]), "none": np.zeros((0, 4))}
+    final = {"w": np.array([1.25, -2.5, 3.0]), "b": np.array([0.5]), "none": np.zeros((0, 4))}
+    tolerance = displacement_tolerance(initial, final, "float32", 6)
+    assert {name: float(b) for name, b in tolerance.bounds.items()} == {"w": 2.0**-12 * 0.5, "b": 0.0, "none": 0.0}
+    assert tolerance.why == (
+        "sqrt(u) = 2.44e-04 (float32) of each parameter's largest movement over the 6 steps: the two runs' gradients "
+        "agree to the rounding bound, and N optimizer steps amplify that (Adam up to 1/eps where a gradient is near "
+        "zero), so half the digits are asked for; rounding leaves far less, every bug of the museum far more")
+
+
+def test_rtol_must_be_positive_and_bounds_an_empty_parameter_by_zero() -> None:
+    from minitorch_accum.testing.parameter_bound import relative_tolerance
+
+    for bad in (0, 0.0, -1e-3):
+        with pytest.raises(ValueError) as caught:
+            relative_tolerance(bad, {"w": np.ones(2)})
+        assert str(caught.value) == f"rtol must be positive, got {bad!r}"
+    tolerance = relative_tolerance(0.5, {"w": np.array([1.0, -4.0]), "none": np.zeros(0)})
+    assert {name: float(b) for name, b in tolerance.bounds.items()} == {"w": 2.0, "none": 0.0}
+    assert tolerance.why == ("rtol = 0.5 given by the caller: rtol x max |full-batch gradient| of each parameter "
+                             "(not derived; pass rtol=None for the rounding bound)")
+
+
+def test_gamma_is_n_u_over_one_minus_n_u_where_u_is_large_enough_to_tell() -> None:
+    u = 2.0**-8  # bfloat16: gamma_n's denominator shows at n u = 6 / 256
+    measured = RowMagnitudes({"w": np.array([1.0])}, {"w": np.array([0.0])}, items=4, rows=4, fan=2)
+    bound = parameter_walk_bound(measured, 1, "bfloat16", "sum").bounds["w"]
+    assert float(bound[0]) == 2 * (6 * u / (1 - 6 * u)) + u
+
+
+def test_f_counts_each_parameters_leading_dimension_and_one_for_a_scalar() -> None:
+    from minitorch_accum import nn
+    from minitorch_accum.testing.parameter_bound import leading_dimension_sum
+
+    class ScaledLinear(nn.Module):
+        def __init__(self) -> None:
+            self.scale = nn.Parameter(np.array(2.0))
+            self.layer = nn.Linear(4, 3)  # weight (4, 3), bias (3,)
+
+    assert leading_dimension_sum(ScaledLinear()) == 1 + 4 + 3
+
+
+def test_a_compare_keeps_the_highest_ratio_and_the_largest_gap_of_every_scenario() -> None:
+    result = PropertyResult("p", "claim")
+    exact = {"w": np.zeros(1), "none": np.zeros(0)}
+    result.compare({"w": np.array([2.0]), "none": np.zeros(0)}, exact,
+                   Tolerance({"w": np.array(1.0), "none": np.array(1.0)}, "first"), "over")
+    result.compare({"w": np.array([5.0]), "none": np.zeros(0)}, exact,
+                   Tolerance({"w": np.array(10.0), "none": np.array(1.0)}, "second"), "larger gap, within")
+    worst = result.worst["w"]
+    assert (worst.ratio, worst.gap, worst.scenario, worst.why, worst.max_gap) == (2.0, 2.0, "over", "first", 5.0)
+    assert result.worst["none"].max_gap == 0.0
+    later = PropertyResult("q", "claim")
+    later.compare({"w": np.array([5.0])}, {"w": np.zeros(1)}, Tolerance({"w": np.array(10.0)}, "first"), "within")
+    later.compare({"w": np.array([3.0])}, {"w": np.zeros(1)}, Tolerance({"w": np.array(1.0)}, "second"), "over")
+    assert (later.worst["w"].scenario, later.worst["w"].max_gap) == ("over", 5.0)
+
+
+def test_a_gap_equal_to_its_tolerance_passes_and_one_and_a_half_times_it_fails() -> None:
+    for gap, status in ((1.0, PASSED), (1.5, FAILED)):
+        result = PropertyResult("p", "claim")
+        result.compare({"w": np.array([gap])}, {"w": np.zeros(1)}, Tolerance({"w": np.array(1.0)}, "why"), "s")
+        assert result.settle().status == status, gap
+
+
+class UnusedParameter(Residual):
+    """A head the forward never uses: no gradient reaches it, in either precision."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from minitorch_accum import nn
+
+        self.unused = nn.Linear(3, 2)
+
+
+class Float64Only(Residual):
+    def forward(self, x: object) -> object:
+        if x.dtype != np.float64:
+            raise ValueError("this model runs in float64 only")
+        return super().forward(x)
+
+
+def test_an_unused_parameter_is_measured_as_zero_and_a_twin_that_fails_is_said() -> None:
+    check_properties(UnusedParameter, summed_loss, batch(4), splits=[(1, 3)], dtype="float64",
+                     properties=["window_equals_full_batch"])
+    report = check_properties(Float64Only, summed_loss, batch(4), splits=[(1, 3)], dtype="float64",
+                              properties=["window_equals_full_batch"])
+    assert report.results[0].why.endswith("; no floor for terms that cancel inside a row: the second evaluation in "
+                                          "float32 failed (ValueError: this model runs in float64 only)")
+
+
+def test_the_twins_scale_is_one_below_float64_and_u64_over_u32_for_a_float64_check() -> None:
+    from minitorch_accum.testing import Recipe
+    from minitorch_accum.testing.check_context import CheckContext
+
+    for dtype, other, scale in (("float32", "float64", 1.0), ("float64", "float32", 2.0**-29)):
+        ctx = CheckContext(Subject(Residual, summed_loss, batch(4), dtype), ((1, 3),), Recipe())
+        twin = ctx._twin(ctx.subject.build())
+        assert (twin.dtype, twin.scale) == (other, scale)
+
+
+class NoFloat64(Residual):
+    def to(self, *args: object, device: object = None, dtype: object = None) -> object:
+        if dtype == "float64":
+            raise ValueError("no float64 here")
+        return super().to(*args, device=device, dtype=dtype)
+
+
+def test_a_model_that_cannot_be_built_in_the_twins_precision_is_checked_without_a_floor_and_says_so() -> None:
+    report = check_properties(NoFloat64, summed_loss, batch(4), splits=[(1, 3)], dtype="float32",
+                              properties=["window_equals_full_batch"])
+    assert report.results[0].why.endswith("; no floor for terms that cancel inside a row: no second evaluation in "
+                                          "float64 (ValueError: no float64 here)")
+
+
+def test_a_loss_that_is_nan_fails_the_check_and_does_not_crash_it() -> None:
+    def always_nan(output: object, targets: np.ndarray) -> tuple:
+        loss, items = summed_loss(output, targets)
+        return loss * np.nan, items
+
+    report = check_properties(Residual, always_nan, batch(4), splits=[(1, 3)], properties=["window_equals_full_batch"],
+                              raise_on_failure=False)
+    assert report.results[0].status == FAILED and report.results[0].error is None
+
+
+def test_the_perturbed_runs_move_each_window_by_its_bound_and_each_parameter_by_two_u(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from minitorch_accum.optim import SGD
+    from minitorch_accum.optim.lr_scheduler import StepLR
+    from minitorch_accum.testing import Recipe
+    from minitorch_accum.testing.check_context import CheckContext, parts_of
+    from minitorch_accum.testing.parameter_bound import UNIT_ROUNDOFF
+    from minitorch_accum.testing.training_properties import STEP_ROUNDINGS, _plain_runs
+
+    u = 2.0**-20  # a unit roundoff far above float64's own, so that the moves stand out of its rounding
+    monkeypatch.setitem(UNIT_ROUNDOFF, "float64", u)
+    ctx = CheckContext(Subject(Residual, summed_loss, batch(4), "float64"), ((1, 3),), Recipe(), epochs=1)
+    runs = ctx.subject.build_identical(3)
+    start = ctx.subject.build()
+    rows = np.arange(4)
+    g = ctx.subject.reference_gradient(start, rows=rows)
+    bound = {n: b + STEP_ROUNDINGS * u * np.abs(g[n]) for n, b in ctx.bound_at(start, rows, 2).bounds.items()}
+    lr = StepLR(0.1, 1, 0.5).step()
+    steps, _ = _plain_runs(ctx, runs, lambda: SGD(0.1), parts_of((1, 3)), 2)  # one window, one step
+    assert steps == 1
+    p0 = {n: np.asarray(p.numpy()) for n, p in start.named_parameters()}
+    for sign, run in zip((0, 1, -1), runs, strict=True):
+        for name, p in run.named_parameters():
+            moved = p0[name] - lr * (g[name] + sign * bound[name])
+            np.testing.assert_allclose(p.numpy(), moved - sign * 2.0 * u * np.abs(moved), rtol=1e-12, atol=1e-15)
+
+
+def test_an_empty_parameter_and_a_zero_gap_are_no_distance_from_any_tolerance() -> None:
+    tolerance = Tolerance({"none": np.array(1.0), "w": np.array(1.0)}, "why")
+    assert tolerance.excess("none", np.zeros(0)) == (0.0, 0.0, 0.0)
+    assert tolerance.excess("w", np.zeros(3)) == (0.0, 0.0, 1.0)

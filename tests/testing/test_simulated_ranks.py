@@ -108,3 +108,42 @@ def test_run_ranks_names_its_threads_runs_one_rank_and_refuses_no_rank() -> None
     for bad in (0, -1, 2.0, True):
         with pytest.raises(ValueError, match=f"run_ranks: world_size must be a positive int, got {bad!r}"):
             run_ranks(bad, lambda comm: None)
+
+
+def test_a_rank_that_never_joins_a_collective_is_given_up_on_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from minitorch_accum.testing import simulated_ranks
+
+    monkeypatch.setattr(simulated_ranks, "_WAIT_SECONDS", 0.2)
+
+    def rank(comm: ThreadCommunicator) -> None:
+        if comm.rank == 0:
+            comm.allreduce(np.zeros(2))  # rank 1 returns without joining: only the wait's end frees rank 0
+
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            run_ranks(2, rank)
+        except BaseException as error:  # what run_ranks raised is what is checked
+            raised.append(error)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    runner.join(30)  # far beyond the 0.2 s wait: a runner still alive is waiting forever
+    assert not runner.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], RankFailedError)
+    assert str(raised[0]) == "simulated rank 0 of 2 failed: BrokenBarrierError: "
+
+
+def test_a_rank_that_aborts_exits_and_frees_the_ranks_waiting_on_it() -> None:
+    def rank(comm: ThreadCommunicator) -> None:
+        if comm.rank == 0:
+            comm.abort(3)
+        comm.allreduce(np.zeros(2))  # would wait for rank 0 without the abort
+
+    with pytest.raises(RankFailedError, match=r"^simulated rank 0 of 2 failed: SystemExit: 3$"):
+        run_ranks(2, rank)
+    with pytest.raises(RankFailedError, match=r"^simulated rank 0 of 1 failed: SystemExit: 1$"):
+        run_ranks(1, lambda comm: comm.abort())

@@ -300,3 +300,130 @@ def test_the_rows_that_interact_are_named_by_the_parameter_furthest_over_the_bou
     assert f"the whole batch's gradient of {name!r} differs from the sum of its rows' by {gap:.3e}, {ratio:.3g} " \
            "times the rounding bound" in reason
     assert ctx.inexact(random_only=True) == []
+
+
+def test_a_draw_is_keyed_by_the_seed_the_row_and_its_place_and_other_draws_pass_through() -> None:
+    with keyed_draws(7, [3, 5]):
+        first, second, third = (default_generator().random((2, 3)) for _ in range(3))
+        scalar = default_generator().random()
+        into = np.zeros(4, dtype=np.float32)
+        default_generator().random(dtype=np.float32, out=into)
+    for place, drawn in enumerate((first, second, third)):  # as the module docstring states the key
+        for index, row in enumerate((3, 5)):
+            np.testing.assert_array_equal(drawn[index], np.random.default_rng((7, row, place)).random(3))
+    assert isinstance(scalar, float) and 0 <= scalar < 1
+    assert into.dtype == np.float32 and np.all(into > 0)
+    with keyed_draws(7, [3, 4, 5]), pytest.raises(UnkeyableDrawError) as caught:
+        default_generator().random((4, 3))
+    assert (caught.value.shape, caught.value.rows) == ((4, 3), 3)
+
+
+def test_rows_interact_when_their_sum_is_past_the_bound_and_not_within_it() -> None:
+    from minitorch_accum.testing.check_context import CheckContext
+    from minitorch_accum.testing.parameter_bound import parameter_walk_bound
+    from minitorch_accum.testing.recipes import Recipe
+
+    ctx = CheckContext(Subject(Residual, summed_loss, batch(4), "float64"), ((1, 3),), Recipe())
+    magnitudes = ctx.magnitudes()
+    summed = ctx.subject.reference_gradient(ctx.subject.build(), reduction="sum")
+    bound = parameter_walk_bound(magnitudes, magnitudes.rows, "float64", "sum").bounds["head.bias"]
+    for times, interact in ((0.5, False), (1.5, True)):
+        moved = summed["head.bias"].copy()
+        moved[0] += times * bound[0]  # one entry past (or within) its bound, the others exact
+        magnitudes.total = {**{n: g.copy() for n, g in summed.items()}, "head.bias": moved}
+        found = ctx._rows_interact()
+        assert bool(found) == interact, times
+    gap = abs(float(magnitudes.total["head.bias"][0] - summed["head.bias"][0]))
+    assert found == [f"the rows of the batch interact: the loss is not a sum over items (the whole batch's gradient "
+                     f"of 'head.bias' differs from the sum of its rows' by {gap:.3e}, 1.5 times the rounding bound): "
+                     "batch statistics, a centering or normalization over the batch, an in-batch contrastive loss, or "
+                     "random draws that depend on the batch"]
+
+
+def test_a_layer_that_is_the_whole_model_is_named_by_its_type_and_inactive_dropout_is_no_reason() -> None:
+    from minitorch_accum.testing.subject import inexact_layers
+
+    assert inexact_layers(nn.BatchNorm1d(3)) == ["BatchNorm1d: BatchNorm in training mode normalizes each "
+                                                 "micro-batch by its own statistics, so an item's output depends on "
+                                                 "the micro-batch it is in"]
+    assert inexact_layers(nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.0))) == []
+    assert inexact_layers(nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.25))) == [
+        "layer 1 (Dropout): dropout (p=0.25) draws its masks per micro-batch, so the window and the big batch drop "
+        "different units"]
+
+
+class AlwaysDropsTransposed(nn.Module):
+    """Dropout forced on, over a (features, rows) tensor: random even in evaluation mode, and unkeyable."""
+
+    def __init__(self) -> None:
+        self.a, self.b = nn.Linear(5, 8), nn.Linear(8, 3)
+
+    def forward(self, x: mta.Tensor) -> mta.Tensor:
+        return self.b(F.dropout(self.a(x).mT, 0.5, True).mT.tanh())
+
+
+def test_a_forward_random_even_in_evaluation_mode_is_inconclusive_and_says_so() -> None:
+    report = check_properties(AlwaysDropsTransposed, summed_loss, batch(4), splits=[(1, 3)], raise_on_failure=False,
+                              properties=["window_equals_full_batch"])
+    assert report.results[0].status == INEXACT
+    assert report.results[0].notes == ["the forward draws random numbers even in evaluation mode (a random draw of "
+                                       "shape (8, 3) in the forward: its first axis is not a multiple of the "
+                                       "micro-batch's 3 rows, so its values cannot follow the items)"]
+
+
+def test_a_transposed_mask_whose_features_are_a_multiple_of_the_rows_is_found_at_a_smaller_micro_batch() -> None:
+    # 8 features and 4 rows: the (8, 4) draw looks keyable over the whole batch; over 3 rows it is not. Before,
+    # the probe tried the whole batch only, and every property then raised UnkeyableDrawError (a failed check)
+    report = check_accumulation(TransposedDropout, summed_loss, batch(4), splits=[(1, 3)])
+    assert report.passed and report.notes == [
+        "a random draw of shape (8, 3) in the forward: its first axis is not a multiple of the micro-batch's 3 rows, "
+        "so its values cannot follow the items: the check runs the model in evaluation mode (model.eval(), dropout "
+        "off)"]
+
+
+def _no_gradient(output: mta.Tensor, targets: np.ndarray) -> tuple[mta.Tensor, int]:
+    return (output * 0.0).sum(), len(targets)
+
+
+def test_a_loss_whose_gradient_is_zero_everywhere_is_inconclusive_with_nothing_to_compare() -> None:
+    report = check_accumulation(Residual, _no_gradient, batch(4), splits=[(1, 3)], allow_inconclusive=True)
+    assert report.results[0].notes == ["the big batch's gradient is 0 for every parameter: there is nothing to "
+                                       "compare (does the loss depend on the parameters?)"]
+    assert "\n  tolerance of window_equals_full_batch there: none: the model is not expected to match the big batch " \
+           "(see the notes)\n" in str(report)
+
+
+class NeedsTwoRows(Residual):
+    def forward(self, x: mta.Tensor) -> mta.Tensor:
+        if len(x) < 2:
+            raise ValueError(f"{len(x)} row: this layer pairs rows")
+        return super().forward(x)
+
+
+def test_rows_that_cannot_run_alone_are_named_as_interacting() -> None:
+    report = check_accumulation(NeedsTwoRows, summed_loss, batch(4), splits=[(2, 2)], allow_inconclusive=True)
+    assert report.results[0].notes == ["the rows of the batch interact: a single row cannot run on its own "
+                                       "(ValueError: 1 row: this layer pairs rows), so the loss is not a sum over "
+                                       "items"]
+
+
+def _one_item_too_many(output: mta.Tensor, targets: np.ndarray) -> tuple[mta.Tensor, int]:
+    loss, items = summed_loss(output, targets)
+    return loss, items + 1
+
+
+def test_a_summed_reduction_never_divides_so_its_count_is_not_checked() -> None:
+    report = check_accumulation(Residual, _one_item_too_many, batch(4), splits=[(1, 3)], reduction="sum")
+    assert report.notes == []
+
+
+def test_tensor_inputs_are_cast_to_the_checked_dtype_and_integer_ones_kept() -> None:
+    x, y = batch(4)
+    subject = Subject(Residual, summed_loss, ((mta.tensor(x, dtype="float32"), mta.tensor(y)), y), "float64")
+    floats, ints = subject.inputs(slice(0, 2))
+    assert floats.dtype == np.float64 and floats.shape == (2, 5) and ints.dtype.kind == "i"
+    with pytest.raises(TypeError) as caught:
+        loses_the_count = Subject(Residual, lambda output, targets: summed_loss(output, targets)[0], batch(4))
+        loses_the_count.loss(loses_the_count.build(), [0])
+    assert str(caught.value) == ("loss_fn must return (summed loss, item count), got Tensor; e.g. return "
+                                 "F.cross_entropy(out, y, reduction='sum'), F.count_items(y)")
