@@ -85,7 +85,7 @@ def _call(
     compensated = modes.is_compensated(mode)
     names, arrays = (("acc", "comp", "g"), (accs, comps, gs)) if compensated else (("acc", "g"), (accs, gs))
     if info.listed:
-        _call_listed(kernel, mode, names, arrays, scale, flag, info.cast_only)
+        _call_listed(kernel, mode, names, arrays, scale, flag, compensated, info.cast_only)
         return
     device = call_device(kernel, names, arrays, listed=False, flag=flag)
     if device == "host" and (module := host_module()) is not None:
@@ -101,7 +101,7 @@ _LISTS = ListMemo()  # the checked lists of multi_* calls on a device (never the
 
 
 def _call_listed(kernel: str, mode: int, names: tuple[str, ...], arrays: tuple[object, ...], scale: float,
-                 flag: Array | None, cast_only: bool) -> None:
+                 flag: Array | None, compensated: bool, cast_only: bool) -> None:
     """A multi_* call: on a device, the same arrays as an earlier call skip the checks and the tables."""
     lists = cast(tuple[Sequence[Array], ...], arrays)
     written = [name != "g" for name in names]
@@ -111,14 +111,14 @@ def _call_listed(kernel: str, mode: int, names: tuple[str, ...], arrays: tuple[o
     if device == "host" and (module := host_module()) is not None:
         getattr(module, kernel)(*arrays, scale, flag)  # the host module checks in C++ itself
         return
+    runner = runner_for(device)
     if remembered is None:
-        compensated = len(names) == 3
         checked = check_accumulate(kernel, lists[0], lists[1] if compensated else None, lists[-1], flag,
                                    listed=True, compensated=compensated, cast_only=cast_only)
-        remembered = Remembered(device, multi_accumulate_tables(mode, checked, runner_for(device).address_of))
+        remembered = Remembered(device, multi_accumulate_tables(mode, checked, runner.address_of))
         _LISTS.remember(kernel, settings, lists, written, flag, remembered)
     items = list(zip(*lists, strict=True))
-    runner_for(remembered.device).run(multi_accumulate_launches(mode, remembered.value, scale, flag, items))
+    runner.run(multi_accumulate_launches(mode, remembered.value, scale, flag, items))
 
 
 def _call_stochastic(

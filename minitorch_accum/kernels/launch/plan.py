@@ -288,11 +288,15 @@ def _build_tables(
 def _table_launches(
     kernel: str, depth: int, entries: Sequence[TableEntry], tail: tuple[Any, ...], holds: tuple[Array, ...]
 ) -> list[Launch]:
+    return _launches_over(kernel, build_tables(depth, entries), tail, holds)
+
+
+def _launches_over(
+    kernel: str, tables: Sequence[tuple[np.ndarray, int]], tail: tuple[Any, ...], holds: tuple[Array, ...]
+) -> list[Launch]:
+    """One launch per chunk table, the table by value first, then ``tail``."""
     block = _multi_tensor_block()
-    return [
-        Launch(kernel, (blocks, 1, 1), (block, 1, 1), (ByValue(table), *tail), holds)
-        for table, blocks in build_tables(depth, entries)
-    ]
+    return [Launch(kernel, (blocks, 1, 1), (block, 1, 1), (ByValue(table), *tail), holds) for table, blocks in tables]
 
 
 def _address(address_of: AddressOf, x: Array | None) -> int:
@@ -383,10 +387,7 @@ def multi_accumulate_launches(
 ) -> list[Launch]:
     """One launch per chunk table; ``items`` (the arrays the tables point into) travel with each."""
     tail = (np.float32(scale), np.float64(scale), flag)
-    name = f"mta_{accumulate_kernel(mode, listed=True).name}"
-    block = _multi_tensor_block()
-    holds = tuple(items)
-    return [Launch(name, (blocks, 1, 1), (block, 1, 1), (ByValue(table), *tail), holds) for table, blocks in tables]
+    return _launches_over(f"mta_{accumulate_kernel(mode, listed=True).name}", tables, tail, tuple(items))
 
 
 # ------------------------------------------------------------------ L2 norm
