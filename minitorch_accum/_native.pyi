@@ -195,6 +195,15 @@ def blas_gemm_registered() -> bool:
 def gemm(a: Array, trans_a: bool, b: Array, trans_b: bool, out: Array, alpha: float, beta: float) -> None:
     """out = alpha op(a) op(b) + beta out, cut over the native pool, each block one single-threaded BLAS call."""
 
+def stacked_gemm(a: Array, b: Array, out: Array) -> bool:
+    """out[i] = a[i] @ b[i] over shared batch axes, one BLAS call a matrix on the pool; False: BLAS cannot read a, b."""
+
+def add_row_vector(x: Array, v: Array, out: Array) -> None:
+    """out[r, j] = x[r, j] + v[j] for a 2-D x, NumPy's bits (8 B/elem fp32)."""
+
+def sum_rows(g: Array, out: Array) -> None:
+    """out[j] = g[0, j] + g[1, j] + ... from +0 in row order, NumPy's bits for two columns or more (4 B/elem fp32)."""
+
 def getenv(name: str) -> str | None:
     """The process environment's value of name (os.environ writes through putenv), or None; cheap when unset."""
 

@@ -10,7 +10,9 @@ twin's next micro-batches (issue 19), and libgomp's workers spin after each PyTo
 parent (``versus.py``) gives the thread count and the BLAS variables in the environment
 before anything loads, as a user would (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``,
 ``MTA_THREADS``, ``OPENBLAS_CORETYPE``), and ours also sets it the way ``maccum train`` does
-(``set_threads``, ``retain_freed_memory``).
+(``set_threads``, ``retain_freed_memory``) and runs each micro-batch as the Learner does by
+default: captured on its first two calls, replayed after them (``Accumulator.capture``; the
+result's ``replay`` counts how each ran).
 
 After its timed windows a side records what the report's roofline needs: the GEMM rate of its
 library on the model's shapes (``roofline.gemm_rate``); ours also where its milliseconds go
@@ -53,14 +55,17 @@ def _ours(case: ModelCase, features: np.ndarray, labels: np.ndarray, b: int, max
     else:
         optimizer = optim.SGD(LR, momentum=MOMENTUM)
     items = b * case.items_per_row
+    # as the Learner runs a micro-batch by default: captured on its first calls, replayed after
+    step = acc.capture(lambda x, y: case.loss(model, x, y))
 
     def window(k: int, clock: list[float]) -> None:
         acc.set_steps(k)
         for x, y in micro[:k]:
-            acc.backward(case.loss(model, x, y), num_items=items)
+            acc.backward(step(x, y), num_items=items)
             clock.append(time.perf_counter())
         optimizer.step(model, acc)
         acc.zero()
+    window.replay = step  # type: ignore[attr-defined]
     return window
 
 
@@ -141,6 +146,8 @@ def run_side(side: str, case: ModelCase, ks: list[int], b: int, windows: int, wa
             entry["cpu_windows"].append(time.process_time() - cpu)
             for position in range(k):
                 entry["positions"][position].append(clock[position + 1] - clock[position])
+    if side == "ours":  # how its micro-batches ran: every one after the first two of a shape replays
+        extra["replay"] = dict(window.replay.counts)  # type: ignore[attr-defined]
     if side != "compiled":
         extra["gemm_rate"] = _gemm_rate(side, case, b)
     if side == "ours" and breakdown > 0:

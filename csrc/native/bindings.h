@@ -15,6 +15,7 @@
     X(embedding) \
     X(softmax) \
     X(gemm) \
+    X(row_vector) \
     X(layout) \
     X(environment) \
     X(memory_counter)

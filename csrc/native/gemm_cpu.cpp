@@ -4,7 +4,7 @@
 //
 // Why not let OpenBLAS thread itself: a micro-batch alternates GEMMs with the fused kernels,
 // and two pools then take turns on the second core. OpenBLAS's worker spins (yielding) for
-// ~0.1 s after each GEMM, the native pool's helper for 50 us after each kernel; with both
+// ~0.1 s after each GEMM, the native pool's helper for 1 ms after each kernel; with both
 // waiting for the same core, a transformer micro-batch took as long with 2 threads as with 1
 // (issue 27). One pool for both means one helper per core, and a helper that is late (another
 // process holds its core) costs nothing: the caller takes its block too (thread_pool.cpp).
@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "native/array_args.h"
 #include "native/bindings.h"
@@ -136,9 +137,176 @@ void gemm(py::handle a_handle, bool trans_a, py::handle b_handle, bool trans_b, 
     }
 }
 
+// A stack of products out[i] = op(a[i]) op(b[i]): each one a single-threaded call of the
+// registered BLAS (the call NumPy's matmul makes for each matrix of a stack), the stack cut over
+// the pool by whole matrices, so no thread count changes a bit. NumPy's loop runs on one thread
+// and copies an operand whose matrices it cannot hand to BLAS as they are (its q @ k^T of an
+// attention, k a slice of the qkv product: 81 us for 128 matrices of 32 x 16 here, against 43
+// for the same work with contiguous operands).
+template <class T>
+struct StackJob {
+    CblasGemm<T> call;
+    std::int64_t m, n, k;
+    const T* a;
+    const T* b;
+    T* c;
+    // per operand: the element offset of matrix i (a walk over the batch axes), its leading
+    // dimension and whether it is stored transposed
+    const std::int64_t* a_offsets;
+    const std::int64_t* b_offsets;
+    std::int64_t lda, ldb;
+    bool trans_a, trans_b;
+    std::int64_t per_task;
+    std::int64_t count;
+};
+
+// A transposed b is copied row-major first: OpenBLAS (0.3.31, SkylakeX) sends a small
+// op(b) = b^T product down its packing path, 2x slower than its small-matrix kernel on the copy
+// (attention's q k^T: 82 us for 128 matrices of 32 x 16, 40 us after a 20 us copy, the same bits).
+template <class T>
+void run_stack_part(const StackJob<T>& j, std::int64_t t) {
+    const int ta = j.trans_a ? kTrans : kNoTrans;
+    const std::int64_t end = std::min(j.count, (t + 1) * j.per_task);
+    std::vector<T> packed(j.trans_b ? static_cast<std::size_t>(j.k * j.n) : 0);
+    for (std::int64_t i = t * j.per_task; i < end; ++i) {
+        const T* b = j.b + j.b_offsets[i];
+        std::int64_t ldb = j.ldb;
+        if (j.trans_b) {  // b holds op(b)^T: row c of it is column c of op(b)
+            for (std::int64_t c = 0; c < j.n; ++c) {
+                for (std::int64_t r = 0; r < j.k; ++r) packed[static_cast<std::size_t>(r * j.n + c)] = b[c * j.ldb + r];
+            }
+            b = packed.data();
+            ldb = j.n;
+        }
+        j.call(kRowMajor, ta, kNoTrans, j.m, j.n, j.k, T(1), j.a + j.a_offsets[i], j.lda, b, ldb, T(0),
+               j.c + i * j.m * j.n, j.n);
+    }
+}
+
+// How a stack's operand stores each of its (rows x columns) matrices: row-major (unit stride
+// along the columns) or transposed (unit stride along the rows), the leading dimension, and
+// each matrix's element offset. False when neither stride is one (the caller copies it).
+bool stack_layout(const py::array& x, std::int64_t rows, std::int64_t columns, std::vector<std::int64_t>& offsets,
+                  std::int64_t& ld, bool& transposed) {
+    const py::ssize_t d = x.ndim(), item = x.itemsize();
+    const py::ssize_t row_stride = x.strides(d - 2), column_stride = x.strides(d - 1);
+    if (row_stride % item != 0 || column_stride % item != 0) return false;
+    const std::int64_t rs = row_stride / item, cs = column_stride / item;
+    if ((cs == 1 || columns == 1) && rs >= std::max<std::int64_t>(1, columns)) {
+        transposed = false;
+        ld = rs;
+    } else if ((rs == 1 || rows == 1) && cs >= std::max<std::int64_t>(1, rows)) {
+        transposed = true;
+        ld = cs;
+    } else {
+        return false;
+    }
+    std::int64_t count = 1;
+    for (py::ssize_t axis = 0; axis < d - 2; ++axis) count *= x.shape(axis);
+    offsets.assign(static_cast<std::size_t>(count), 0);
+    std::vector<std::int64_t> index(static_cast<std::size_t>(std::max<py::ssize_t>(d - 2, 0)), 0);
+    for (std::int64_t i = 0; i < count; ++i) {
+        std::int64_t offset = 0;
+        for (py::ssize_t axis = 0; axis < d - 2; ++axis) {
+            if (x.strides(axis) % item != 0) return false;
+            offset += index[static_cast<std::size_t>(axis)] * (x.strides(axis) / item);
+        }
+        offsets[static_cast<std::size_t>(i)] = offset;
+        for (py::ssize_t axis = d - 3; axis >= 0; --axis) {  // the next multi-index, last axis fastest
+            if (++index[static_cast<std::size_t>(axis)] < x.shape(axis)) break;
+            index[static_cast<std::size_t>(axis)] = 0;
+        }
+    }
+    return true;
+}
+
+template <class T>
+void run_stack(StackJob<T> j) {
+    const std::int64_t work = j.count * j.m * j.n * j.k;
+    // whole matrices per task, about 2^17 multiply-adds each (a helper costs microseconds to join)
+    j.per_task = std::max<std::int64_t>(1, (std::int64_t(1) << 17) / std::max<std::int64_t>(1, j.m * j.n * j.k));
+    const std::int64_t tasks = (j.count + j.per_task - 1) / j.per_task;
+    std::optional<py::gil_scoped_release> nogil;
+    if (work >= 4096) nogil.emplace();
+    const bool parallel = tasks > 1 && work >= (std::int64_t(1) << 18) && !in_forked_child();
+    run_tasks(tasks, [](void* context, std::int64_t t) {
+        run_stack_part(*static_cast<const StackJob<T>*>(context), t);
+        return false;
+    }, &j, parallel);
+}
+
+// out[i] = a[i] @ b[i] over the leading (batch) axes, which a, b and out share; True when the
+// stack ran here, False when an operand's matrices are not BLAS operands as stored (the caller
+// then uses NumPy's matmul).
+bool stacked_gemm(py::handle a_handle, py::handle b_handle, py::handle out_handle) {
+    const char* kernel = "stacked_gemm";
+    CallArrays arrays(kernel);
+    const py::array a = arrays.add(a_handle, Role("a"), false);
+    const py::array b = arrays.add(b_handle, Role("b"), false);
+    const py::array out = arrays.add(out_handle, Role("out"), true);
+    const Dtype dtype = dtype_of(out);
+    if (dtype != Dtype::f32 && dtype != Dtype::f64) {
+        raise_type_error(std::string(kernel) + ": unsupported dtype " + describe(Role("out"), out) +
+                         "; supported: float32, float64");
+    }
+    const py::ssize_t d = out.ndim();
+    for (const auto& [role, x] : {std::pair{"a", &a}, std::pair{"b", &b}}) {
+        if (dtype_of(*x) != dtype) {
+            raise_type_error(std::string(kernel) + ": " + describe(Role(role), *x) + " must have the dtype of " +
+                             describe(Role("out"), out));
+        }
+        if (x->ndim() != d) {
+            raise_value_error(std::string(kernel) + ": " + describe(Role(role), *x) + " must have the axes of " +
+                              describe(Role("out"), out));
+        }
+    }
+    if (d < 3) raise_value_error(std::string(kernel) + ": " + describe(Role("out"), out) + " must have 3 axes or more");
+    require_contiguous(out, kernel, Role("out"), true);
+    for (py::ssize_t axis = 0; axis < d - 2; ++axis) {
+        if (a.shape(axis) != out.shape(axis) || b.shape(axis) != out.shape(axis)) {
+            raise_value_error(std::string(kernel) + ": the batch axes of " + describe(Role("a"), a) + " and " +
+                              describe(Role("b"), b) + " must be those of " + describe(Role("out"), out));
+        }
+    }
+    const std::int64_t m = out.shape(d - 2), n = out.shape(d - 1), k = a.shape(d - 1);
+    if (a.shape(d - 2) != m || b.shape(d - 2) != k || b.shape(d - 1) != n) {
+        raise_value_error(std::string(kernel) + ": " + describe(Role("a"), a) + " times " + describe(Role("b"), b) +
+                          " does not make " + describe(Role("out"), out));
+    }
+    arrays.require_disjoint();
+    std::int64_t count = 1;
+    for (py::ssize_t axis = 0; axis < d - 2; ++axis) count *= out.shape(axis);
+    if (count == 0 || m == 0 || n == 0) return true;
+    if (k == 0) return false;  // NumPy writes the zeros
+    std::vector<std::int64_t> a_offsets, b_offsets;
+    std::int64_t lda = 0, ldb = 0;
+    bool trans_a = false, trans_b = false;
+    if (!stack_layout(a, m, k, a_offsets, lda, trans_a) || !stack_layout(b, k, n, b_offsets, ldb, trans_b)) return false;
+    if (dtype == Dtype::f32) {
+        const CblasGemm<float> call = sgemm.load();
+        if (call == nullptr) raise_value_error("stacked_gemm: no BLAS is registered (register_blas_gemm)");
+        run_stack(StackJob<float>{call, m, n, k, static_cast<const float*>(a.data()), static_cast<const float*>(b.data()),
+                                  static_cast<float*>(const_cast<py::array&>(out).mutable_data()), a_offsets.data(),
+                                  b_offsets.data(), lda, ldb, trans_a, trans_b, 1, count});
+    } else {
+        const CblasGemm<double> call = dgemm.load();
+        if (call == nullptr) raise_value_error("stacked_gemm: no BLAS is registered (register_blas_gemm)");
+        run_stack(StackJob<double>{call, m, n, k, static_cast<const double*>(a.data()),
+                                   static_cast<const double*>(b.data()),
+                                   static_cast<double*>(const_cast<py::array&>(out).mutable_data()), a_offsets.data(),
+                                   b_offsets.data(), lda, ldb, trans_a, trans_b, 1, count});
+    }
+    return true;
+}
+
 }  // namespace
 
 void bind_gemm(py::module_& m) {
+    m.def("stacked_gemm", &stacked_gemm, py::arg("a"), py::arg("b"), py::arg("out"),
+          R"doc(out[i] = a[i] @ b[i] over the shared leading axes of a, b and a C-contiguous out (float32 or float64),
+each product one single-threaded call of the registered BLAS, whole products cut over the native pool (the same
+bits with any thread count). Returns False, writing nothing, when a's or b's matrices are neither row- nor
+column-major with a unit stride (the caller then uses NumPy).)doc");
     m.def(
         "register_blas_gemm",
         [](std::uintptr_t sgemm_address, std::uintptr_t dgemm_address) {

@@ -10,7 +10,7 @@
 // each pass for up to a scheduler time slice (add_scale on 2^20 elements:
 // 5.1 GB/s with libgomp, 34.8 GB/s with this pool; 2^22: 7.3 vs 35.9; alone
 // on the machine both give the same figures within noise). Idle helpers spin
-// for 50 us, then sleep, so they neither hold a core another process needs
+// for 1 ms (MTA_POOL_SPIN_US), then sleep, so they neither hold a core another process needs
 // for long nor lose the scheduler's wake-up preference.
 #pragma once
 

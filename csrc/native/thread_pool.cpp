@@ -54,6 +54,19 @@ int positive_env(const char* name) {
     return n > 0 && n < 4096 ? static_cast<int>(n) : 0;
 }
 
+// How long an idle helper polls before it sleeps: MTA_POOL_SPIN_US microseconds
+// (0 to 100000; anything else is ignored), else 1000 (the Pool says why).
+std::chrono::microseconds helper_spin() {
+    constexpr long kDefault = 1000, kMost = 100000;
+    const char* value = std::getenv("MTA_POOL_SPIN_US");
+    if (value != nullptr && *value != '\0') {
+        char* end = nullptr;
+        const long n = std::strtol(value, &end, 10);
+        if (*end == '\0' && n >= 0 && n <= kMost) return std::chrono::microseconds(n);
+    }
+    return std::chrono::microseconds(kDefault);
+}
+
 int available_cpus() {
 #if defined(__linux__)
     cpu_set_t set;
@@ -147,13 +160,17 @@ public:
     }
 
 private:
-    // After a job a helper polls for the next one for kHelperSpin, so
-    // back-to-back calls (a loop over tensors, a window of micro-batches) find
-    // it awake, then sleeps. libgomp spins ~300000 pauses (milliseconds) by
-    // default, which on a shared machine takes a core from another process
-    // and costs the helper the scheduler's wake-up preference.
-    static constexpr auto kHelperSpin = std::chrono::microseconds(50);
+    // After a job a helper polls for the next one for helper_spin() (1 ms unless
+    // MTA_POOL_SPIN_US says otherwise), then sleeps. A micro-batch's parallel passes
+    // come a few hundred microseconds apart (its Python and one-thread kernels run
+    // between two GEMMs): a helper that slept after 50 us woke for the next GEMM only
+    // after the caller had claimed both halves of it, and 2 threads took 0.95x of
+    // 1 thread's time on the char transformer (replayed, b = 32: 12.4-12.9 ms against
+    // 12.3); polling 1 ms, 10.3-10.7 ms (0.5-3 ms gave the same within noise). libgomp
+    // polls for milliseconds too; the price is up to 1 ms of a core after the last
+    // pass, which another process on a shared machine may have wanted.
     static constexpr auto kCallerSpin = std::chrono::microseconds(20);
+    const std::chrono::microseconds helper_spin_ = helper_spin();
 
     // Thread `slot` (0 = the caller) claims tasks until none is left.
     // Tasks are counted as done once per thread and job, not once per task:
@@ -188,7 +205,7 @@ private:
     void serve(int slot) {
         std::uint64_t seen = 0;
         for (;;) {
-            if (!spin_for(kHelperSpin, [&] { return generation_.load(std::memory_order_relaxed) != seen; })) {
+            if (!spin_for(helper_spin_, [&] { return generation_.load(std::memory_order_relaxed) != seen; })) {
                 std::unique_lock<std::mutex> lock(mutex_);
                 sleepers_.fetch_add(1);
                 wake_.wait(lock, [&] { return generation_.load() != seen; });

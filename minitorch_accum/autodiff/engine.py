@@ -14,6 +14,7 @@ a GEMM so that the GEMM writes (beta = 1) into the buffer itself.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -53,11 +54,17 @@ class LeafSink(Protocol):
         """One contribution equal to ``a @ b`` (2-D), for the sink to compute where it likes."""
 
 
-def reduce_to_shape(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:
+def reduce_to_shape(backend: Any, grad: Any, shape: tuple[int, ...]) -> Any:
     """Sum a gradient computed in a broadcast shape back to the input's own shape."""
     if grad.shape == shape:
         return grad
     extra = grad.ndim - len(shape)
+    if extra > 0 and grad.shape[extra:] == shape and grad.flags.c_contiguous:
+        # only leading axes broadcast (a bias over a product's rows): one sum of rows, in row order
+        # as NumPy's sum over those axes adds them
+        columns = math.prod(shape)
+        return backend.sum_rows(grad.reshape(-1, columns)).reshape(shape)
+    xp = backend.xp
     axes = tuple(range(extra)) + tuple(
         extra + i for i, size in enumerate(shape) if size == 1 and grad.shape[extra + i] != 1
     )
@@ -225,7 +232,7 @@ def _backward_node(node: Node, out_grad: Any, pending: dict[int, Any], route: Le
     for edge, needed, g in zip(edges, needs, input_grads, strict=True):
         if not needed or g is None:
             continue
-        g = reduce_to_shape(edge.backend.xp, g, edge.shape)
+        g = reduce_to_shape(edge.backend, g, edge.shape)
         if g.dtype != edge.dtype:
             g = g.astype(edge.dtype)
         if edge.leaf is not None:

@@ -207,7 +207,7 @@ class ReplayedGraph:
             if not needed or g is None:
                 continue
             if g.shape != edge.shape:
-                g = reduce_to_shape(edge.backend.xp, g, edge.shape)
+                g = reduce_to_shape(edge.backend, g, edge.shape)
             if g.dtype != edge.dtype:
                 g = g.astype(edge.dtype)
             if edge.leaf is not None:

@@ -79,6 +79,22 @@ class Backend(ABC):
         native pool, see backend/blas.py)."""
         return self.xp.matmul(a, b)
 
+    def batched_matmul(self, a: Any, b: Any) -> Any:
+        """``a @ b`` for stacks of matrices (3 axes or more, the batch axes broadcast as matmul's):
+        attention's products (the CPU runs a stack whose batch axes agree on the native pool, one
+        BLAS call per matrix, see kernels/gemm.py)."""
+        return self.xp.matmul(a, b)
+
+    def add(self, a: Any, b: Any) -> Any:
+        """``a + b`` with NumPy's broadcasting: the Add op's forward (the CPU adds a Linear's bias
+        to each row of its product natively, see kernels/row_vector.py)."""
+        return a + b
+
+    def sum_rows(self, grad: Any) -> Any:
+        """``grad.sum(axis=0)`` of a 2-D array: a broadcast input's gradient (a bias's), summed over
+        the rows it was broadcast to."""
+        return self.xp.sum(grad, axis=0)
+
     # ---------------------------------------------------------- fused layer kernels
     # Arrays are made C-contiguous first (a gradient may be a broadcast view); 2-D means
     # (rows, features) with the op's leading axes flattened by the caller.

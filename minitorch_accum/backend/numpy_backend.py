@@ -8,6 +8,7 @@ import numpy as np
 from scipy import special
 from scipy.linalg import blas
 
+from minitorch_accum import kernels
 from minitorch_accum.backend.base import Backend
 from minitorch_accum.backend.blas import find_gemm, native_gemm, weight_gradient_blocks
 from minitorch_accum.backend.device import Device
@@ -33,6 +34,14 @@ def _fortran_operand(m: np.ndarray) -> tuple[np.ndarray, int] | None:
     if m.flags.c_contiguous:
         return m.T, 1
     return None
+
+
+def _row_vector_fits(matrix: np.ndarray, vector: np.ndarray) -> bool:
+    """Whether ``matrix + vector`` is the native row-vector add: the same float dtype, ``vector``
+    as long as ``matrix``'s contiguous last axis, at least two rows of it."""
+    return (matrix.ndim >= 2 and matrix.dtype == vector.dtype and matrix.dtype in _GEMM
+            and matrix.shape[-1] == vector.shape[0] and matrix.size > vector.shape[0]
+            and matrix.flags.c_contiguous and vector.flags.c_contiguous and kernels.row_vector_available())
 
 
 class NumpyBackend(Backend):
@@ -70,6 +79,31 @@ class NumpyBackend(Backend):
         left, right = _row_major_operand(a), _row_major_operand(b)
         gemm(out, left[0], left[1], right[0], right[1], 1.0, 0.0)
         return out
+
+    def batched_matmul(self, a: Any, b: Any) -> Any:
+        if (native_gemm() is not None and isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+                and a.dtype == b.dtype and a.dtype in _GEMM and a.ndim == b.ndim >= 3
+                and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2]):
+            out = np.empty((*a.shape[:-1], b.shape[-1]), dtype=a.dtype)
+            if kernels.stacked_gemm(a, b, out):
+                return out
+        return np.matmul(a, b)
+
+    def add(self, a: Any, b: Any) -> Any:
+        # a row vector over the rows of a contiguous matrix (either order: IEEE addition commutes)
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+            if b.ndim == 1 and _row_vector_fits(a, b):
+                return kernels.add_row_vector(a.reshape(-1, b.shape[0]), b).reshape(a.shape)
+            if a.ndim == 1 and _row_vector_fits(b, a):
+                return kernels.add_row_vector(b.reshape(-1, a.shape[0]), a).reshape(b.shape)
+        return a + b
+
+    def sum_rows(self, grad: Any) -> Any:
+        # one column NumPy sums pairwise, not row by row: it stays NumPy's
+        if (grad.dtype in _GEMM and grad.ndim == 2 and grad.shape[0] > 0 and grad.shape[1] > 1
+                and grad.flags.c_contiguous and kernels.row_vector_available()):
+            return kernels.sum_rows(grad)
+        return np.sum(grad, axis=0)
 
     def gemm_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float, beta: float) -> bool:
         gemm = _GEMM.get(out.dtype)

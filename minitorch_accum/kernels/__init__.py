@@ -63,7 +63,7 @@ from minitorch_accum.kernels.fused import (
     softmax_backward,
     softmax_forward,
 )
-from minitorch_accum.kernels.gemm import gemm, gemm_available, register_blas_gemm
+from minitorch_accum.kernels.gemm import gemm, gemm_available, register_blas_gemm, stacked_gemm
 from minitorch_accum.kernels.norms import l2_norm, multi_l2_norm
 from minitorch_accum.kernels.optimizer_steps import (
     adamw_step,
@@ -71,6 +71,7 @@ from minitorch_accum.kernels.optimizer_steps import (
     multi_sgd_momentum_step,
     sgd_momentum_step,
 )
+from minitorch_accum.kernels.row_vector import add_row_vector, row_vector_available, sum_rows
 from minitorch_accum.kernels.threads import native_threads, set_native_threads
 
 __all__ = [
@@ -80,6 +81,7 @@ __all__ = [
     "KernelInfo",
     "NativeExtensionMissingWarning",
     "adamw_step",
+    "add_row_vector",
     "add_scale",
     "add_scale_compensated",
     "add_scale_stochastic",
@@ -115,9 +117,12 @@ __all__ = [
     "native_threads",
     "new_flag",
     "register_blas_gemm",
+    "row_vector_available",
     "set_native_threads",
     "sgd_momentum_step",
     "softmax_backward",
     "softmax_forward",
+    "stacked_gemm",
+    "sum_rows",
     "use_path",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from minitorch_accum.kernels.arrays import HostArray
 from minitorch_accum.kernels.dispatch import native, native_available
 
-__all__ = ["gemm", "gemm_available", "register_blas_gemm"]
+__all__ = ["gemm", "gemm_available", "register_blas_gemm", "stacked_gemm"]
 
 
 def register_blas_gemm(sgemm_address: int, dgemm_address: int) -> bool:
@@ -32,3 +32,11 @@ def gemm(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: boo
     """out = alpha op(a) op(b) + beta out in place, op transposing where asked; float32 or float64,
     every array 2-D and C-contiguous, the work cut over the native pool's threads."""
     native().gemm(a, bool(trans_a), b, bool(trans_b), out, float(alpha), float(beta))
+
+
+def stacked_gemm(a: HostArray, b: HostArray, out: HostArray) -> bool:
+    """out[i] = a[i] @ b[i] over the leading axes a, b and out share (out C-contiguous, float32 or
+    float64; a and b any strides whose matrices are row- or column-major), each product one
+    single-threaded BLAS call, whole products cut over the native pool. False, with nothing
+    written, when an operand's matrices are neither (the caller uses NumPy)."""
+    return bool(native().stacked_gemm(a, b, out))

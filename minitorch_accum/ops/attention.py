@@ -40,7 +40,7 @@ class ScaledDotProductAttention(Function):
             shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
             keep = draw_keep(ctx, shape, dropout_p, rng)
         keep_scale = 1.0 / (1.0 - dropout_p)
-        scores = xp.matmul(q, swap_last(xp, k))
+        scores = ctx.backend.batched_matmul(q, swap_last(xp, k))
         length, source = scores.shape[-2:]
         ctx.fused = keep is None and ctx.backend.fuses(scores.dtype) and scores.size > 0 and (
             bias is None or (bias.dtype == scores.dtype and bias.shape[-2:] == (length, source)
@@ -56,7 +56,7 @@ class ScaledDotProductAttention(Function):
         del scores
         ctx.save(q, k, v, probs)
         ctx.scale, ctx.keep, ctx.keep_scale = scale, keep, keep_scale
-        return xp.matmul(_dropped(ctx, probs), v)
+        return ctx.backend.batched_matmul(_dropped(ctx, probs), v)
 
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any, Any, Any]:
@@ -64,10 +64,10 @@ class ScaledDotProductAttention(Function):
         xp = ctx.xp
         scale = grad.dtype.type(ctx.scale)
         need_q, need_k, need_v = ctx.needs_input_grad
-        grad_v = xp.matmul(swap_last(xp, _dropped(ctx, probs)), grad) if need_v else None
+        grad_v = ctx.backend.batched_matmul(swap_last(xp, _dropped(ctx, probs)), grad) if need_v else None
         if not (need_q or need_k):
             return None, None, grad_v
-        grad_probs = _dropped(ctx, xp.matmul(grad, swap_last(xp, v)))
+        grad_probs = _dropped(ctx, ctx.backend.batched_matmul(grad, swap_last(xp, v)))
         # softmax backward: p * (g - sum(g p)) over the keys, times the scale
         if ctx.fused:
             source = probs.shape[-1]
@@ -76,8 +76,8 @@ class ScaledDotProductAttention(Function):
         else:
             grad_scores = probs * (grad_probs - xp.sum(grad_probs * probs, axis=-1, keepdims=True))
             grad_scores *= scale
-        grad_q = xp.matmul(grad_scores, k) if need_q else None
-        grad_k = xp.matmul(swap_last(xp, grad_scores), q) if need_k else None
+        grad_q = ctx.backend.batched_matmul(grad_scores, k) if need_q else None
+        grad_k = ctx.backend.batched_matmul(swap_last(xp, grad_scores), q) if need_k else None
         return grad_q, grad_k, grad_v
 
 

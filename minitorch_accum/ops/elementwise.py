@@ -41,7 +41,7 @@ __all__ = [
 class Add(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
-        return a + b
+        return ctx.backend.add(a, b)
 
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any, Any]:

@@ -65,7 +65,9 @@ def _stacked_times_matrix(ctx: Context, a: Any, b: Any) -> Any:
 
 class MatMul(Function):
     """``a @ b``; every product that is one 2-D GEMM goes through ``Backend.matmul`` (on the CPU,
-    the native pool's GEMM), batched ones through the array library's matmul."""
+    the native pool's GEMM), batched ones through ``Backend.batched_matmul`` (on the CPU, one
+    BLAS call per matrix on the same pool when the batch axes agree; the array library's matmul
+    otherwise)."""
 
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
@@ -74,7 +76,7 @@ class MatMul(Function):
             return _stacked_times_matrix(ctx, a, b)
         if a.ndim == 2 and b.ndim == 2:
             return ctx.backend.matmul(a, b)
-        return ctx.xp.matmul(a, b)
+        return ctx.backend.batched_matmul(a, b)
 
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any, Any]:
@@ -88,10 +90,10 @@ class MatMul(Function):
             elif grad.ndim > 2 and b.ndim == 2:
                 grad_a = _stacked_times_matrix(ctx, grad, b.T)
             else:
-                grad_a = xp.matmul(grad, swap_last(xp, b))
+                grad_a = ctx.backend.batched_matmul(grad, swap_last(xp, b))
         if ctx.needs_input_grad[1]:
             factors = _factors(xp, a, b, grad, 1)
-            grad_b = ctx.backend.matmul(*factors) if factors else xp.matmul(swap_last(xp, a), grad)
+            grad_b = ctx.backend.matmul(*factors) if factors else ctx.backend.batched_matmul(swap_last(xp, a), grad)
         return grad_a, grad_b
 
     @staticmethod

@@ -132,3 +132,101 @@ def test_the_backends_products_run_on_the_pool_and_the_blas_keeps_one_thread() -
         np.testing.assert_allclose(NumpyBackend().matmul(a.T, a), a.T @ a, rtol=1e-5, atol=1e-5)
     finally:
         set_threads()
+
+
+# ------------------------------------------------------------------ stacks of products (attention's)
+def _attention_operands(dtype):
+    """q, k, v as CausalSelfAttention makes them: slices of one qkv product, heads moved forward
+    (no matrix of them contiguous), with values over many binades."""
+    rng = np.random.default_rng(5)
+    qkv = (rng.standard_normal((6, 32, 3 * 64)) * np.exp(3 * rng.standard_normal((6, 32, 3 * 64)))).astype(dtype)
+    return [t.reshape(6, 32, 4, 16).transpose(0, 2, 1, 3) for t in np.split(qkv, 3, axis=2)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_stack_is_numpys_matmul_bit_for_bit_in_every_layout(threads, dtype) -> None:
+    q, k, v = _attention_operands(dtype)
+    rng = np.random.default_rng(6)
+    p = rng.standard_normal((6, 4, 32, 32)).astype(dtype)
+    g = rng.standard_normal((6, 4, 32, 16)).astype(dtype)
+    pairs = {
+        "q k^T": (q, np.swapaxes(k, -1, -2)),  # b transposed and strided
+        "p v": (p, v),
+        "p^T g": (np.swapaxes(p, -1, -2), g),  # a transposed
+        "g v^T": (g, np.swapaxes(v, -1, -2)),
+        "3-D": (rng.standard_normal((5, 7, 3)).astype(dtype), rng.standard_normal((5, 3, 9)).astype(dtype)),
+        "one row": (rng.standard_normal((4, 1, 8)).astype(dtype), rng.standard_normal((4, 8, 2)).astype(dtype)),
+        "one column": (rng.standard_normal((4, 8, 1)).astype(dtype), rng.standard_normal((4, 1, 5)).astype(dtype)),
+        "broadcast batch stride 0": (np.broadcast_to(rng.standard_normal((1, 6, 4)).astype(dtype), (3, 6, 4)),
+                                     rng.standard_normal((3, 4, 5)).astype(dtype)),
+    }
+    for name, (a, b) in pairs.items():
+        out = np.full((*a.shape[:-1], b.shape[-1]), np.nan, dtype=dtype)
+        assert K.stacked_gemm(a, b, out), name
+        np.testing.assert_array_equal(out, np.matmul(a, b), err_msg=name)
+
+
+def test_a_stacks_bits_do_not_depend_on_the_thread_count() -> None:
+    q, k, _ = _attention_operands(np.float32)
+    results = []
+    for count in (1, 2):
+        K.set_native_threads(count)
+        out = np.empty((6, 4, 32, 32), np.float32)
+        K.stacked_gemm(q, np.swapaxes(k, -1, -2), out)
+        results.append(out)
+    K.set_native_threads(0)
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_a_stack_blas_cannot_read_is_left_to_the_caller_untouched() -> None:
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((3, 4, 10)).astype(np.float32)[..., ::2]  # no unit stride in its matrices
+    b = rng.standard_normal((3, 5, 6)).astype(np.float32)
+    out = np.full((3, 4, 6), 7.0, np.float32)
+    assert not K.stacked_gemm(a, b, out)
+    assert np.all(out == 7.0)
+    empty_k = np.full((3, 4, 6), 7.0, np.float32)
+    assert not K.stacked_gemm(np.zeros((3, 4, 0), np.float32), np.zeros((3, 0, 6), np.float32), empty_k)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "out", "message"),
+    [
+        (np.zeros((2, 3, 4), np.float32), np.zeros((2, 4, 5), np.float64), np.zeros((2, 3, 5), np.float32),
+         r"b \(shape \(2, 4, 5\), float64\) must have the dtype of out"),
+        (np.zeros((2, 3, 4), np.float32), np.zeros((4, 5), np.float32), np.zeros((2, 3, 5), np.float32),
+         r"b \(shape \(4, 5\), float32\) must have the axes of out"),
+        (np.zeros((3, 4), np.float32), np.zeros((4, 5), np.float32), np.zeros((3, 5), np.float32),
+         r"out \(shape \(3, 5\), float32\) must have 3 axes or more"),
+        (np.zeros((2, 3, 4), np.float32), np.zeros((3, 4, 5), np.float32), np.zeros((2, 3, 5), np.float32),
+         r"the batch axes of a .* and b \(shape \(3, 4, 5\), float32\) must be those of out"),
+        (np.zeros((2, 3, 4), np.float32), np.zeros((2, 6, 5), np.float32), np.zeros((2, 3, 5), np.float32),
+         r"a \(shape \(2, 3, 4\), float32\) times b \(shape \(2, 6, 5\), float32\) does not make out"),
+        (np.zeros((2, 3, 4), np.float32), np.zeros((2, 4, 5), np.float32),
+         np.zeros((2, 5, 3), np.float32).transpose(0, 2, 1), r"out .* C-contiguous"),
+        (np.zeros((2, 3, 4), np.int32), np.zeros((2, 4, 5), np.int32), np.zeros((2, 3, 5), np.int32),
+         r"unsupported dtype out"),
+    ],
+)
+def test_a_stack_names_what_does_not_fit(a, b, out, message) -> None:
+    with pytest.raises((TypeError, ValueError), match=message):
+        K.stacked_gemm(a, b, out)
+
+
+def test_the_backend_runs_attentions_stacks_natively_and_broadcasts_through_numpy(monkeypatch) -> None:
+    from minitorch_accum.backend.numpy_backend import NumpyBackend
+
+    ran = []
+    real = K.stacked_gemm
+    monkeypatch.setattr(K, "stacked_gemm", lambda a, b, out: ran.append(a.shape) or real(a, b, out))
+    backend = NumpyBackend()
+    q, k, _ = _attention_operands(np.float32)
+    k_t = np.swapaxes(k, -1, -2)
+    np.testing.assert_array_equal(backend.batched_matmul(q, k_t), np.matmul(q, k_t))
+    assert ran == [q.shape]
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((2, 1, 3, 4)), rng.standard_normal((1, 5, 4, 2))  # batch axes broadcast
+    np.testing.assert_array_equal(backend.batched_matmul(a, b), np.matmul(a, b))
+    mixed = backend.batched_matmul(a.astype(np.float32)[:, :1], rng.standard_normal((2, 1, 4, 2)))  # two dtypes
+    assert mixed.dtype == np.float64
+    assert ran == [q.shape]
