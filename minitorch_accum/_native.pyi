@@ -195,6 +195,12 @@ def blas_gemm_registered() -> bool:
 def gemm(a: Array, trans_a: bool, b: Array, trans_b: bool, out: Array, alpha: float, beta: float) -> None:
     """out = alpha op(a) op(b) + beta out, cut over the native pool, each block one single-threaded BLAS call."""
 
+def gemm_start(a: Array, trans_a: bool, b: Array, trans_b: bool, out: Array, alpha: float, beta: float) -> bool:
+    """gemm handed whole to a pool helper (the same bits): True if it was (gemm_finish before out is read)."""
+
+def gemm_finish() -> None:
+    """Waits for the GEMM gemm_start handed to a helper and lets its arrays go; nothing when none runs."""
+
 def stacked_gemm(a: Array, b: Array, out: Array) -> bool:
     """out[i] = a[i] @ b[i] over shared batch axes, one BLAS call a matrix on the pool; False: BLAS cannot read a, b."""
 

@@ -89,8 +89,45 @@ void run_gemm(GemmJob<T> j) {
     }, &j, true);
 }
 
-void gemm(py::handle a_handle, bool trans_a, py::handle b_handle, bool trans_b, py::handle out_handle, double alpha,
-          double beta) {
+// A GEMM handed to a pool helper while the caller goes on (a weight gradient's GEMM, while the
+// caller computes the input gradient's and the layers below it): the one call of the BLAS that
+// run_gemm's parts add up to (the same bits), its arrays held until gemm_finish. One at a time.
+struct BackgroundGemm {
+    bool running = false;
+    Dtype dtype = Dtype::f32;
+    GemmJob<float> f32{};
+    GemmJob<double> f64{};
+    py::object held[3];
+};
+
+BackgroundGemm& background_gemm() {
+    static BackgroundGemm* state = new BackgroundGemm();  // never destroyed: no exit-time race
+    return *state;
+}
+
+bool run_background_gemm(void* context, std::int64_t) {
+    auto* state = static_cast<BackgroundGemm*>(context);
+    if (state->dtype == Dtype::f32) {
+        run_part(state->f32, 0);
+    } else {
+        run_part(state->f64, 0);
+    }
+    return false;
+}
+
+void gemm_finish() {
+    BackgroundGemm& state = background_gemm();
+    if (!state.running) return;
+    {
+        py::gil_scoped_release nogil;
+        finish_background();
+    }
+    state.running = false;
+    for (auto& h : state.held) h = py::object();
+}
+
+void gemm_call(py::handle a_handle, bool trans_a, py::handle b_handle, bool trans_b, py::handle out_handle,
+               double alpha, double beta, bool background, bool* started) {
     const char* kernel = "gemm";
     CallArrays arrays(kernel);
     const py::array a = arrays.add(a_handle, Role("a"), false);
@@ -121,20 +158,58 @@ void gemm(py::handle a_handle, bool trans_a, py::handle b_handle, bool trans_b, 
     }
     arrays.require_disjoint();
     if (m == 0 || n == 0) return;
+    // the job is built here and copied into the background's state only when it starts: a GEMM
+    // the caller runs while one is in the background must not touch that one's job
+    GemmJob<float> f32{};
+    GemmJob<double> f64{};
     if (dtype == Dtype::f32) {
         const CblasGemm<float> call = sgemm.load();
         if (call == nullptr) raise_value_error("gemm: no BLAS is registered (register_blas_gemm)");
-        run_gemm(GemmJob<float>{call, trans_a, trans_b, m, n, k, a.shape(1), b.shape(1), 1,
-                                static_cast<float>(alpha), static_cast<float>(beta),
-                                static_cast<const float*>(a.data()), static_cast<const float*>(b.data()),
-                                static_cast<float*>(const_cast<py::array&>(out).mutable_data())});
+        f32 = GemmJob<float>{call, trans_a, trans_b, m, n, k, a.shape(1), b.shape(1), 1, static_cast<float>(alpha),
+                             static_cast<float>(beta), static_cast<const float*>(a.data()),
+                             static_cast<const float*>(b.data()),
+                             static_cast<float*>(const_cast<py::array&>(out).mutable_data())};
     } else {
         const CblasGemm<double> call = dgemm.load();
         if (call == nullptr) raise_value_error("gemm: no BLAS is registered (register_blas_gemm)");
-        run_gemm(GemmJob<double>{call, trans_a, trans_b, m, n, k, a.shape(1), b.shape(1), 1, alpha, beta,
-                                 static_cast<const double*>(a.data()), static_cast<const double*>(b.data()),
-                                 static_cast<double*>(const_cast<py::array&>(out).mutable_data())});
+        f64 = GemmJob<double>{call, trans_a, trans_b, m, n, k, a.shape(1), b.shape(1), 1, alpha, beta,
+                              static_cast<const double*>(a.data()), static_cast<const double*>(b.data()),
+                              static_cast<double*>(const_cast<py::array&>(out).mutable_data())};
     }
+    // a product too small to pay for the hand-over (a helper takes microseconds to wake) runs here
+    if (background && m * n * k >= kBlockMinMultiplyAdds / 8) {  // gemm_start finished the last one
+        BackgroundGemm& state = background_gemm();
+        state.f32 = f32;
+        state.f64 = f64;
+        state.dtype = dtype;
+        if (start_background(run_background_gemm, &state)) {
+            state.running = true;
+            state.held[0] = a;
+            state.held[1] = b;
+            state.held[2] = out;
+            *started = true;
+            return;
+        }
+    }
+    if (dtype == Dtype::f32) {
+        run_gemm(f32);
+    } else {
+        run_gemm(f64);
+    }
+}
+
+// A GEMM in the background goes on meanwhile (this one then runs on the caller's thread): the
+// caller (accum/arena_store.py) finishes it before anything reads or writes what it writes.
+void gemm(py::handle a, bool trans_a, py::handle b, bool trans_b, py::handle out, double alpha, double beta) {
+    bool started = false;
+    gemm_call(a, trans_a, b, trans_b, out, alpha, beta, false, &started);
+}
+
+bool gemm_start(py::handle a, bool trans_a, py::handle b, bool trans_b, py::handle out, double alpha, double beta) {
+    gemm_finish();
+    bool started = false;
+    gemm_call(a, trans_a, b, trans_b, out, alpha, beta, true, &started);
+    return started;
 }
 
 // A stack of products out[i] = op(a[i]) op(b[i]): each one a single-threaded call of the
@@ -302,6 +377,13 @@ bool stacked_gemm(py::handle a_handle, py::handle b_handle, py::handle out_handl
 }  // namespace
 
 void bind_gemm(py::module_& m) {
+    m.def("gemm_start", &gemm_start, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"),
+          py::arg("out"), py::arg("alpha"), py::arg("beta"),
+          R"doc(gemm's product, handed whole to a pool helper (one BLAS call: gemm's bits) while the caller goes on:
+True when it was (call gemm_finish before reading out or changing a or b; gemm and gemm_start call it first),
+False when it ran here already (one thread, or the pool busy). The arrays are held until gemm_finish.)doc");
+    m.def("gemm_finish", &gemm_finish,
+          R"doc(Waits for the GEMM gemm_start handed to a helper and lets its arrays go; nothing when none runs.)doc");
     m.def("stacked_gemm", &stacked_gemm, py::arg("a"), py::arg("b"), py::arg("out"),
           R"doc(out[i] = a[i] @ b[i] over the shared leading axes of a, b and a C-contiguous out (float32 or float64),
 each product one single-threaded call of the registered BLAS, whole products cut over the native pool (the same

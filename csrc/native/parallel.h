@@ -70,6 +70,16 @@ typedef bool (*TaskFunction)(void* context, std::int64_t index);
 // pool is busy runs its tasks on its own thread.
 bool run_tasks(std::int64_t count, TaskFunction task, void* context, bool parallel);
 
+// Hands task(context, 0) to a pool helper and returns at once: true when it did (the caller
+// must call finish_background before it reads or frees what the task touches, and until then
+// its own passes run on its own thread), false when it could not (one thread, the pool busy, a
+// forked child): the task has not run, and the caller runs it. One at a time, from one thread.
+bool start_background(TaskFunction task, void* context);
+
+// Waits for the task start_background handed over (the caller runs it if no helper took it
+// yet); nothing when none is in flight.
+void finish_background();
+
 // body(i) for i in [0, count); `elements` (the whole job's size) decides
 // whether helpers are worth waking.
 template <class Body>

@@ -153,6 +153,54 @@ public:
         return job.found.load(std::memory_order_relaxed);
     }
 
+    // One task handed to a helper while the caller goes on (see start_background in parallel.h).
+    // The pool counts as busy until finish_background: a pass the caller runs meanwhile runs on
+    // its own thread, beside the helper, instead of waiting for it.
+    bool start_background(TaskFunction task, void* context) {
+        if (helpers_ == 0 || background_ || busy_.exchange(true, std::memory_order_acquire)) return false;
+        Job& job = background_job_;
+        job.task = task;
+        job.context = context;
+        job.count = 1;
+        job.blocks = 2;  // the caller's block is empty; helper 1's holds the task (others skip the job)
+        job.block = blocks_;
+        job.done.store(0);
+        job.found.store(false);
+        blocks_[0].next.store(0, std::memory_order_relaxed);
+        blocks_[0].end = 0;
+        blocks_[1].next.store(0, std::memory_order_relaxed);
+        blocks_[1].end = 1;
+        background_ = true;
+        current_.store(&job);
+        generation_.fetch_add(1);
+        if (sleepers_.load() > 0) {
+            { std::lock_guard<std::mutex> lock(mutex_); }
+            wake_.notify_all();
+        }
+        return true;
+    }
+
+    void finish_background() {
+        if (!background_) return;
+        Job& job = background_job_;
+        work_on(job, 0);  // a helper that has not woken yet leaves the task to the caller
+        const auto finished = [&] { return job.done.load() >= job.count; };
+        if (!spin_for(kCallerSpin, finished)) {
+            std::unique_lock<std::mutex> lock(mutex_);
+            caller_sleeping_.store(true);
+            finished_.wait(lock, finished);
+            caller_sleeping_.store(false);
+        }
+        current_.store(nullptr);
+        while (attached_.load() > 0) {
+            if (!spin_for(kCallerSpin, [&] { return attached_.load() == 0; })) {
+                std::this_thread::sleep_for(std::chrono::microseconds(50));
+            }
+        }
+        background_ = false;
+        busy_.store(false, std::memory_order_release);
+    }
+
     static bool serial(std::int64_t count, TaskFunction task, void* context) {
         bool found = false;
         for (std::int64_t i = 0; i < count; ++i) found |= task(context, i);
@@ -227,6 +275,8 @@ private:
     std::atomic<int> sleepers_{0};
     std::atomic<bool> caller_sleeping_{false};
     std::atomic<bool> busy_{false};
+    Job background_job_;
+    bool background_ = false;  // read and written by the thread that starts and finishes it
     std::mutex mutex_;
     std::condition_variable wake_;      // helpers: a new generation
     std::condition_variable finished_;  // the caller: the last task is done
@@ -260,6 +310,16 @@ int thread_limit() {
 }
 
 void set_thread_limit(int threads) { g_thread_limit.store(std::max(0, threads), std::memory_order_relaxed); }
+
+bool start_background(TaskFunction task, void* context) {
+    if (thread_limit() < 2 || in_forked_child()) return false;
+    return pool().start_background(task, context);
+}
+
+void finish_background() {
+    if (in_forked_child()) return;
+    pool().finish_background();
+}
 
 bool run_tasks(std::int64_t count, TaskFunction task, void* context, bool parallel) {
     if (count <= 0) return false;

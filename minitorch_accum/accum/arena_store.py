@@ -130,6 +130,11 @@ class ArenaStore:
         self.leaf_done: Callable[[Param], None] | None = None
         self._scale = 1.0
         self._touched = False
+        # a weight gradient's GEMM may run on a pool helper while backward goes on (the next write
+        # into the arena, and the micro-batch's end, wait for it): only when nothing watches the
+        # writes as they happen (a wrapping sink, the recorder, data parallelism's leaf_done)
+        self._overlap = False
+        self._in_flight: Any = None  # the backend whose background GEMM has not been settled
         self._window_index = window_index
         self._windows = -1  # the store's own count of windows, when nobody tells it the index
         self.reset()
@@ -156,6 +161,7 @@ class ArenaStore:
         (through ``sink``, a wrapper of this store that watches its writes, when given)."""
         self._scale = scale
         self._touched = False
+        self._overlap = sink is None and self.recorder is None and self.leaf_done is None
         try:
             # the engine hands add() only the leaves accepts() took, Params of the arena: the store is a
             # LeafSink though its add() and add_product() take a Param and say which kernel wrote
@@ -164,7 +170,16 @@ class ArenaStore:
             # some views may hold part of this micro-batch: the sums are no longer whole
             self.poisoned = self.poisoned or self._touched
             raise
+        finally:
+            self._overlap = False
+            self._settle()
         check_touched(self._touched)
+
+    def _settle(self) -> None:
+        """Wait for the GEMM left running in the background, if any (before the arena is touched)."""
+        if self._in_flight is not None:
+            backend, self._in_flight = self._in_flight, None
+            backend.settle()
 
     # ------------------------------------------------- the engine's LeafSink protocol
     def accepts(self, leaf: TensorBase) -> bool:
@@ -177,6 +192,7 @@ class ArenaStore:
     def add(self, leaf: Param, grad: Array) -> str:
         """The window's first write to ``leaf``'s view copies ``scale * grad``, the next ones add it;
         returns the kernel that wrote."""
+        self._settle()
         view = self.arena.view(leaf)
         if not grad.flags.c_contiguous:
             grad = leaf.backend.xp.ascontiguousarray(grad)
@@ -200,8 +216,14 @@ class ArenaStore:
     def add_product(self, leaf: Param, a: Array, b: Array) -> str:
         """The same for a contribution ``a @ b``, which the GEMM writes into the view itself (beta 0
         on the window's first write, 1 after); returns what wrote it."""
+        self._settle()
         first = not self.holds(leaf)
-        fused = leaf.backend.gemm_into(a, b, self.arena.view(leaf), alpha=self._scale, beta=0.0 if first else 1.0)
+        if self._overlap:
+            fused = leaf.backend.gemm_into(a, b, self.arena.view(leaf), alpha=self._scale,
+                                           beta=0.0 if first else 1.0, background=True)
+            self._in_flight = leaf.backend
+        else:
+            fused = leaf.backend.gemm_into(a, b, self.arena.view(leaf), alpha=self._scale, beta=0.0 if first else 1.0)
         self._written.add(id(leaf))
         self._touched = True
         # A GEMM has no fused non-finite flag. Every entry of alpha a @ b, and every partial

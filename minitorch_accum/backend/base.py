@@ -67,12 +67,18 @@ class Backend(ABC):
         """``target[indices] += values`` where repeated indices add up (unbuffered)."""
 
     @abstractmethod
-    def gemm_into(self, a: Any, b: Any, out: Any, alpha: float, beta: float) -> bool:
+    def gemm_into(self, a: Any, b: Any, out: Any, alpha: float, beta: float, background: bool = False) -> bool:
         """``out = alpha * a @ b + beta * out`` for 2-D arrays, written into ``out`` in place.
 
         Returns True when a BLAS GEMM wrote into ``out`` directly (no temporary the
         size of ``out``), False when it had to fall back to a product and an update.
+        ``background``: it may run on another thread while the caller goes on (the CPU's
+        native pool); then ``settle()`` must come before ``out`` is read or ``a``, ``b`` or
+        ``out`` written.
         """
+
+    def settle(self) -> None:  # noqa: B027 - nothing runs in the background by default
+        """Wait for the GEMM ``gemm_into(..., background=True)`` left running."""
 
     def matmul(self, a: Any, b: Any) -> Any:
         """``a @ b`` for 2-D a and b: the ops' products that are one GEMM (the CPU runs them on the

@@ -83,7 +83,8 @@ class CupyBackend(Backend):
 
                 cupyx.scatter_add(target, indices, values)
 
-    def gemm_into(self, a: Any, b: Any, out: Any, alpha: float, beta: float) -> bool:
+    def gemm_into(self, a: Any, b: Any, out: Any, alpha: float, beta: float, background: bool = False) -> bool:
+        # CuPy's GEMM is asynchronous on the device already: ``background`` changes nothing
         cupy = self._cupy
         with self.device_scope():
             if out.dtype in (np.float32, np.float64) and out.flags.c_contiguous and out.size:

@@ -105,7 +105,13 @@ class NumpyBackend(Backend):
             return kernels.sum_rows(grad)
         return np.sum(grad, axis=0)
 
-    def gemm_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float, beta: float) -> bool:
+    def settle(self) -> None:
+        # the native module keeps the one GEMM in flight, whichever backend object started it
+        if native_gemm() is not None:
+            kernels.gemm_finish()
+
+    def gemm_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float, beta: float,
+                  background: bool = False) -> bool:
         gemm = _GEMM.get(out.dtype)
         if gemm is None or not out.flags.c_contiguous or out.size == 0:
             return self._gemm_fallback(a, b, out, alpha, beta)
@@ -119,7 +125,10 @@ class NumpyBackend(Backend):
             # the weight gradient a^T g: K-blocks of rows of both factors, beta = 1 after the first
             blocks = weight_gradient_blocks(left[0].shape[0], *out.shape) if left[1] and not right[1] else None
             if blocks is None:
-                row_major(out, left[0], left[1], right[0], right[1], alpha, beta)
+                if background and row_major is kernels.gemm:  # the native pool's: it can hand it over
+                    kernels.gemm_start(out, left[0], left[1], right[0], right[1], alpha, beta)
+                else:
+                    row_major(out, left[0], left[1], right[0], right[1], alpha, beta)
                 return True
             for start, end in blocks:
                 row_major(out, left[0][start:end], True, right[0][start:end], False, alpha, beta if start == 0 else 1.0)

@@ -63,7 +63,14 @@ from minitorch_accum.kernels.fused import (
     softmax_backward,
     softmax_forward,
 )
-from minitorch_accum.kernels.gemm import gemm, gemm_available, register_blas_gemm, stacked_gemm
+from minitorch_accum.kernels.gemm import (
+    gemm,
+    gemm_available,
+    gemm_finish,
+    gemm_start,
+    register_blas_gemm,
+    stacked_gemm,
+)
 from minitorch_accum.kernels.norms import l2_norm, multi_l2_norm
 from minitorch_accum.kernels.optimizer_steps import (
     adamw_step,
@@ -98,6 +105,8 @@ __all__ = [
     "gelu_forward",
     "gemm",
     "gemm_available",
+    "gemm_finish",
+    "gemm_start",
     "kernel_path",
     "l2_norm",
     "layer_norm_backward",

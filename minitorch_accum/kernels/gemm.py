@@ -11,7 +11,7 @@ from __future__ import annotations
 from minitorch_accum.kernels.arrays import HostArray
 from minitorch_accum.kernels.dispatch import native, native_available
 
-__all__ = ["gemm", "gemm_available", "register_blas_gemm", "stacked_gemm"]
+__all__ = ["gemm", "gemm_available", "gemm_finish", "gemm_start", "register_blas_gemm", "stacked_gemm"]
 
 
 def register_blas_gemm(sgemm_address: int, dgemm_address: int) -> bool:
@@ -32,6 +32,21 @@ def gemm(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: boo
     """out = alpha op(a) op(b) + beta out in place, op transposing where asked; float32 or float64,
     every array 2-D and C-contiguous, the work cut over the native pool's threads."""
     native().gemm(a, bool(trans_a), b, bool(trans_b), out, float(alpha), float(beta))
+
+
+def gemm_start(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: bool, alpha: float,
+               beta: float) -> bool:
+    """``gemm``, handed whole to a pool helper while the caller goes on (the same single BLAS call
+    the parallel parts add up to: the same bits): True when it was, and then ``gemm_finish`` must
+    come before anything reads ``out`` or writes ``a``, ``b`` or ``out`` (the arrays are held until
+    then); False when it ran on the calling thread already (one thread, the pool busy, a product of
+    under 2^18 multiply-adds). One at a time: a second start finishes the first."""
+    return bool(native().gemm_start(a, bool(trans_a), b, bool(trans_b), out, float(alpha), float(beta)))
+
+
+def gemm_finish() -> None:
+    """Wait for the GEMM ``gemm_start`` handed to a helper (nothing when none runs)."""
+    native().gemm_finish()
 
 
 def stacked_gemm(a: HostArray, b: HostArray, out: HostArray) -> bool:

@@ -230,3 +230,58 @@ def test_the_backend_runs_attentions_stacks_natively_and_broadcasts_through_nump
     mixed = backend.batched_matmul(a.astype(np.float32)[:, :1], rng.standard_normal((2, 1, 4, 2)))  # two dtypes
     assert mixed.dtype == np.float64
     assert ran == [q.shape]
+
+
+# ------------------------------------------------------------------ a GEMM handed to a helper
+def test_a_gemm_in_the_background_writes_gemms_bits_while_the_caller_runs_another() -> None:
+    K.set_native_threads(2)
+    try:
+        rng = np.random.default_rng(9)
+        a, g = rng.standard_normal((1024, 64)).astype(np.float32), rng.standard_normal((1024, 192)).astype(np.float32)
+        want = rng.standard_normal((64, 192)).astype(np.float32)
+        got = want.copy()
+        K.gemm(want, a, True, g, False, 0.25, 1.0)
+        assert K.gemm_start(got, a, True, g, False, 0.25, 1.0)
+        x, w = rng.standard_normal((1024, 192)).astype(np.float32), rng.standard_normal((192, 64)).astype(np.float32)
+        y = np.empty((1024, 64), np.float32)
+        K.gemm(y, x, False, w, False, 1.0, 0.0)  # meanwhile, on the caller's thread
+        K.gemm_finish()
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(y, x @ w)
+        K.gemm_finish()  # nothing in flight: nothing happens
+    finally:
+        K.set_native_threads(0)
+
+
+def test_the_background_holds_its_arrays_and_a_second_start_finishes_the_first() -> None:
+    K.set_native_threads(2)
+    try:
+        rng = np.random.default_rng(10)
+        outs, wants = [], []
+        for _ in range(2):
+            a = rng.standard_normal((512, 128)).astype(np.float64)
+            b = rng.standard_normal((128, 256)).astype(np.float64)
+            wants.append(a @ b)
+            outs.append(np.empty((512, 256)))
+            assert K.gemm_start(outs[-1], a, False, b, False, 1.0, 0.0)
+            del a, b  # the native side keeps them until it is done
+        K.gemm_finish()
+        for got, want in zip(outs, wants, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    finally:
+        K.set_native_threads(0)
+
+
+def test_without_a_free_helper_or_work_enough_the_gemm_runs_at_once() -> None:
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((256, 64)).astype(np.float32), rng.standard_normal((64, 128)).astype(np.float32)
+    for threads, shape in ((1, (256, 64, 128)), (2, (8, 8, 8))):
+        K.set_native_threads(threads)
+        try:
+            m, k, n = shape
+            left, right = a[:m, :k].copy(), b[:k, :n].copy()
+            out = np.empty((m, n), np.float32)
+            assert not K.gemm_start(out, left, False, right, False, 1.0, 0.0)
+            np.testing.assert_array_equal(out, left @ right)  # written already
+        finally:
+            K.set_native_threads(0)
