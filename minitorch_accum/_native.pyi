@@ -193,7 +193,7 @@ def blas_gemm_registered() -> bool:
     """Whether register_blas_gemm was called."""
 
 def gemm(a: Array, trans_a: bool, b: Array, trans_b: bool, out: Array, alpha: float, beta: float) -> None:
-    """out = alpha op(a) op(b) + beta out, cut over the native pool, each block one single-threaded BLAS call."""
+    """out = alpha op(a) op(b) + beta out: one single-threaded BLAS call, never cut (same bits, any thread count)."""
 
 def gemm_start(a: Array, trans_a: bool, b: Array, trans_b: bool, out: Array, alpha: float, beta: float) -> bool:
     """gemm handed whole to a pool helper (the same bits): True if it was (gemm_finish before out is read)."""

@@ -1,23 +1,25 @@
-// GEMM on the native pool: C = alpha op(A) op(B) + beta C, row-major, cut into blocks of rows of
-// C, one per thread, each a single-threaded call of the BLAS NumPy loaded (its cblas_?gemm, whose
-// address backend/blas.py registers).
+// GEMM for the native pool: C = alpha op(A) op(B) + beta C, row-major, each product one
+// single-threaded call of the BLAS NumPy loaded (its cblas_?gemm, whose address backend/blas.py
+// registers). Two threads work on two products at once, never on two parts of one: a weight
+// gradient's GEMM on a pool helper (gemm_start) while the caller computes the input gradient's.
 //
 // Why not let OpenBLAS thread itself: a micro-batch alternates GEMMs with the fused kernels,
 // and two pools then take turns on the second core. OpenBLAS's worker spins (yielding) for
 // ~0.1 s after each GEMM, the native pool's helper for 1 ms after each kernel; with both
 // waiting for the same core, a transformer micro-batch took as long with 2 threads as with 1
-// (issue 27). One pool for both means one helper per core, and a helper that is late (another
-// process holds its core) costs nothing: the caller takes its block too (thread_pool.cpp).
-// OpenBLAS is then kept at 1 thread (backend/threads.py), as it is for calls from threads.
+// (issue 27). OpenBLAS is kept at 1 thread (backend/threads.py), as it is for calls from threads.
 //
-// The cut must not change a bit: C is the same with any thread count. Measured on NumPy's
-// OpenBLAS 0.3.31 in float32 (float64 was unaffected): under OPENBLAS_CORETYPE=Haswell (the AMD
-// machines' setting), whose kernel takes 24 rows at a time, rows cut at multiples of 16 gave
-// other bits in 114,000 of 3.4 million elements, and every cut of the columns gave other bits;
-// under SkylakeX, small blocks go to the small-matrix kernel, which sums in another order. So: rows
-// only, on multiples of 48, at least 2^21 multiply-adds a block; a product too small for two such
-// blocks runs on the calling thread (tests/kernels/test_kernel_gemm.py checks 1 to 4 threads under
-// both kernels).
+// Why one call per product: the bits of a part of C depend on the part. Measured on NumPy's
+// OpenBLAS 0.3.31 in float32 (2026-12-04): under OPENBLAS_CORETYPE=Haswell (the AMD machines'
+// setting), cutting the rows of C into two calls at any multiple of 48, 96, 192, 384 or 768 gave
+// other bits than one call for most of the models' shapes (246 of 440 cuts at multiples of 48;
+// 8 of 22 at 768), every cut of the columns too; under SkylakeX a cut leaving a block small
+// enough for OpenBLAS's small-matrix kernel did (256 x 512 x 64 at row 240). The previous cut
+// (rows on multiples of 48, one block per thread, until 2026-12-04) thus trained on other numbers
+// with 2 threads than with 1 whenever a micro-batch had 512 rows (b = 16 of the char
+// transformer). A cut fixed by the shape alone, at every thread count, would keep the bits but
+// cost 11-14% of the GEMMs' time at 1 thread. tests/kernels/test_kernel_gemm.py checks 1 to 4
+// threads under both kernels, products in the background included.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -42,56 +44,37 @@ using CblasGemm = void (*)(int, int, int, std::int64_t, std::int64_t, std::int64
 std::atomic<CblasGemm<float>> sgemm{nullptr};
 std::atomic<CblasGemm<double>> dgemm{nullptr};
 
-// A block of a parallel GEMM has at least this many multiply-adds (a helper costs microseconds to
-// join, 2^21 take ~15 us on one AVX-512 core; and blocks of 2^20 still came out of SkylakeX's
-// small-matrix kernel at 4 threads) and a multiple of this many rows (16 and 24, the row counts of
-// the SkylakeX and Haswell sgemm kernels, both divide it).
-constexpr std::int64_t kBlockMinMultiplyAdds = std::int64_t(1) << 21;
-constexpr std::int64_t kBlockRows = 48;
+// Products smaller than this run on the caller even when gemm_start could hand them over (a
+// helper takes microseconds to wake; 2^18 multiply-adds take ~5 us on one AVX-512 core).
+constexpr std::int64_t kBackgroundMinMultiplyAdds = std::int64_t(1) << 18;
 
 template <class T>
 struct GemmJob {
     CblasGemm<T> call;
     bool trans_a, trans_b;
-    std::int64_t m, n, k, lda, ldb, parts;
+    std::int64_t m, n, k, lda, ldb;
     T alpha, beta;
     const T* a;
     const T* b;
     T* c;
 };
 
-// Rows [begin, end) of block p of m rows in `parts` blocks, cut on multiples of kBlockRows.
-std::pair<std::int64_t, std::int64_t> rows_of(std::int64_t m, std::int64_t parts, std::int64_t p) {
-    const auto edge = [&](std::int64_t q) { return q >= parts ? m : m * q / parts / kBlockRows * kBlockRows; };
-    return {edge(p), edge(p + 1)};
-}
-
 template <class T>
-void run_part(const GemmJob<T>& j, std::int64_t p) {
+void call_gemm(const GemmJob<T>& j) {
     const int ta = j.trans_a ? kTrans : kNoTrans, tb = j.trans_b ? kTrans : kNoTrans;
-    const auto [r0, r1] = rows_of(j.m, j.parts, p);  // rows of C are rows of op(A)
-    if (r1 <= r0) return;
-    const T* a = j.a + (j.trans_a ? r0 : r0 * j.lda);
-    j.call(kRowMajor, ta, tb, r1 - r0, j.n, j.k, j.alpha, a, j.lda, j.b, j.ldb, j.beta, j.c + r0 * j.n, j.n);
+    j.call(kRowMajor, ta, tb, j.m, j.n, j.k, j.alpha, j.a, j.lda, j.b, j.ldb, j.beta, j.c, j.n);
 }
 
 template <class T>
-void run_gemm(GemmJob<T> j) {
-    const std::int64_t work = j.m * j.n * j.k;
-    const std::int64_t fit = std::min(j.m / kBlockRows, work / kBlockMinMultiplyAdds);
-    j.parts = in_forked_child() ? 1 : std::max<std::int64_t>(1, std::min<std::int64_t>(thread_limit(), fit));
+void run_gemm(const GemmJob<T>& j) {
     std::optional<py::gil_scoped_release> nogil;
-    if (work >= 4096) nogil.emplace();
-    if (j.parts == 1) return run_part(j, 0);
-    run_tasks(j.parts, [](void* context, std::int64_t p) {
-        run_part(*static_cast<const GemmJob<T>*>(context), p);
-        return false;
-    }, &j, true);
+    if (j.m * j.n * j.k >= 4096) nogil.emplace();
+    call_gemm(j);
 }
 
 // A GEMM handed to a pool helper while the caller goes on (a weight gradient's GEMM, while the
-// caller computes the input gradient's and the layers below it): the one call of the BLAS that
-// run_gemm's parts add up to (the same bits), its arrays held until gemm_finish. One at a time.
+// caller computes the input gradient's and the layers below it): the same one call of the BLAS
+// (the same bits), its arrays held until gemm_finish. One at a time.
 struct BackgroundGemm {
     bool running = false;
     Dtype dtype = Dtype::f32;
@@ -108,9 +91,9 @@ BackgroundGemm& background_gemm() {
 bool run_background_gemm(void* context, std::int64_t) {
     auto* state = static_cast<BackgroundGemm*>(context);
     if (state->dtype == Dtype::f32) {
-        run_part(state->f32, 0);
+        call_gemm(state->f32);
     } else {
-        run_part(state->f64, 0);
+        call_gemm(state->f64);
     }
     return false;
 }
@@ -165,19 +148,19 @@ void gemm_call(py::handle a_handle, bool trans_a, py::handle b_handle, bool tran
     if (dtype == Dtype::f32) {
         const CblasGemm<float> call = sgemm.load();
         if (call == nullptr) raise_value_error("gemm: no BLAS is registered (register_blas_gemm)");
-        f32 = GemmJob<float>{call, trans_a, trans_b, m, n, k, a.shape(1), b.shape(1), 1, static_cast<float>(alpha),
+        f32 = GemmJob<float>{call, trans_a, trans_b, m, n, k, a.shape(1), b.shape(1), static_cast<float>(alpha),
                              static_cast<float>(beta), static_cast<const float*>(a.data()),
                              static_cast<const float*>(b.data()),
                              static_cast<float*>(const_cast<py::array&>(out).mutable_data())};
     } else {
         const CblasGemm<double> call = dgemm.load();
         if (call == nullptr) raise_value_error("gemm: no BLAS is registered (register_blas_gemm)");
-        f64 = GemmJob<double>{call, trans_a, trans_b, m, n, k, a.shape(1), b.shape(1), 1, alpha, beta,
+        f64 = GemmJob<double>{call, trans_a, trans_b, m, n, k, a.shape(1), b.shape(1), alpha, beta,
                               static_cast<const double*>(a.data()), static_cast<const double*>(b.data()),
                               static_cast<double*>(const_cast<py::array&>(out).mutable_data())};
     }
     // a product too small to pay for the hand-over (a helper takes microseconds to wake) runs here
-    if (background && m * n * k >= kBlockMinMultiplyAdds / 8) {  // gemm_start finished the last one
+    if (background && m * n * k >= kBackgroundMinMultiplyAdds) {  // gemm_start finished the last one
         BackgroundGemm& state = background_gemm();
         state.f32 = f32;
         state.f64 = f64;
@@ -198,8 +181,8 @@ void gemm_call(py::handle a_handle, bool trans_a, py::handle b_handle, bool tran
     }
 }
 
-// A GEMM in the background goes on meanwhile (this one then runs on the caller's thread): the
-// caller (accum/arena_store.py) finishes it before anything reads or writes what it writes.
+// A GEMM in the background goes on meanwhile: the caller (accum/arena_store.py) finishes it
+// before anything reads or writes what it writes.
 void gemm(py::handle a, bool trans_a, py::handle b, bool trans_b, py::handle out, double alpha, double beta) {
     bool started = false;
     gemm_call(a, trans_a, b, trans_b, out, alpha, beta, false, &started);
@@ -379,9 +362,10 @@ bool stacked_gemm(py::handle a_handle, py::handle b_handle, py::handle out_handl
 void bind_gemm(py::module_& m) {
     m.def("gemm_start", &gemm_start, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"),
           py::arg("out"), py::arg("alpha"), py::arg("beta"),
-          R"doc(gemm's product, handed whole to a pool helper (one BLAS call: gemm's bits) while the caller goes on:
-True when it was (call gemm_finish before reading out or changing a or b; gemm and gemm_start call it first),
-False when it ran here already (one thread, or the pool busy). The arrays are held until gemm_finish.)doc");
+          R"doc(gemm's product, handed to a pool helper (the same BLAS call: gemm's bits) while the caller goes on:
+True when it was (call gemm_finish before reading out or changing a or b; gemm_start calls it first),
+False when it ran here already (one thread, the pool busy, under 2^18 multiply-adds). The arrays are held until
+gemm_finish.)doc");
     m.def("gemm_finish", &gemm_finish,
           R"doc(Waits for the GEMM gemm_start handed to a helper and lets its arrays go; nothing when none runs.)doc");
     m.def("stacked_gemm", &stacked_gemm, py::arg("a"), py::arg("b"), py::arg("out"),
@@ -401,10 +385,8 @@ column-major with a unit stride (the caller then uses NumPy).)doc");
           R"doc(Whether register_blas_gemm was called.)doc");
     m.def("gemm", &gemm, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"), py::arg("out"),
           py::arg("alpha"), py::arg("beta"),
-          R"doc(out = alpha op(a) op(b) + beta out (op: transposed when trans_*), row-major float32 or float64, cut
-over the native pool into one block of rows of out per thread (on multiples of 48 rows, at least 2^21
-multiply-adds each: the same bits with any thread count), each a single-threaded call of the registered
-BLAS.)doc");
+          R"doc(out = alpha op(a) op(b) + beta out (op: transposed when trans_*), row-major float32 or float64: one
+single-threaded call of the registered BLAS, never cut (the same bits with any thread count).)doc");
 }
 
 }  // namespace minitorch_accum

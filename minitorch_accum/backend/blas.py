@@ -7,10 +7,10 @@ spinning after a call, and they steal the cores the other one needs. So the fuse
 GEMM calls ``cblas_?gemm`` from NumPy's bundled OpenBLAS, and SciPy's
 ``sgemm``/``dgemm`` (overwrite_c, beta = 1) only when that cannot be found.
 
-With the native module, the same ``cblas_?gemm`` is registered with it and every GEMM runs
-on the native pool (``kernels.gemm``: one block of the output per thread, each a
-single-threaded BLAS call), so that one pool, not two taking turns on the same cores, splits
-both the GEMMs and the fused kernels (issue 27; OpenBLAS is then kept at one thread, see
+With the native module, the same ``cblas_?gemm`` is registered with it and every GEMM is one
+single-threaded BLAS call made by the native module (``kernels.gemm``; a weight gradient's on a
+pool helper while the caller goes on), so that one pool, not two taking turns on the same cores,
+runs both the GEMMs and the fused kernels (issue 27; OpenBLAS is then kept at one thread, see
 ``threads.py``). Without it, ctypes calls the BLAS, which threads itself.
 """
 

@@ -15,10 +15,10 @@ while another process held a core). ``set_threads`` gives them all the same coun
 - ``maccum train/compare/explain --threads N`` calls ``set_threads(N)``, every benchmark
   prints ``thread_summary()`` in its header.
 
-With the native module the GEMMs run on the native pool too (``backend/blas.py``: one block
-of the output per thread, each a single-threaded call of NumPy's OpenBLAS), and the BLAS
-libraries are then given one thread: one pool splits the GEMMs and the fused kernels, instead
-of two whose idle workers spin on the core the other needs (issue 27). ``MTA_GEMM=ctypes``
+With the native module the GEMMs go through the native module too (``backend/blas.py``: each a
+single-threaded call of NumPy's OpenBLAS, a weight gradient's on a pool helper while backward
+goes on), and the BLAS libraries are then given one thread: one pool runs the GEMMs and the
+fused kernels, instead of two whose idle workers spin on the core the other needs (issue 27). ``MTA_GEMM=ctypes``
 keeps OpenBLAS threading its own GEMMs, with the count.
 
 The native pool is sized once (``MTA_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the CPUs)

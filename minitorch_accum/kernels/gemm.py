@@ -1,5 +1,7 @@
-"""GEMM over the native pool: one block of the output per thread, each a single-threaded call
-of the BLAS NumPy loaded (csrc/native/gemm_cpu.cpp says why one pool and not OpenBLAS's own).
+"""GEMM for the native pool: each product one single-threaded call of the BLAS NumPy loaded, never
+cut (its bits then never depend on the thread count); two threads work on two products at once,
+a weight gradient's in the background (``gemm_start``), and on stacks of them (``stacked_gemm``).
+csrc/native/gemm_cpu.cpp says why one pool and not OpenBLAS's own, and why no cut.
 
 The kernels floor does not look for a BLAS itself: ``backend/blas.py`` finds NumPy's bundled
 OpenBLAS and registers its ``cblas_?gemm`` here (``register_blas_gemm``); until then, or without
@@ -30,14 +32,14 @@ def gemm_available() -> bool:
 
 def gemm(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: bool, alpha: float, beta: float) -> None:
     """out = alpha op(a) op(b) + beta out in place, op transposing where asked; float32 or float64,
-    every array 2-D and C-contiguous, the work cut over the native pool's threads."""
+    every array 2-D and C-contiguous: one single-threaded BLAS call."""
     native().gemm(a, bool(trans_a), b, bool(trans_b), out, float(alpha), float(beta))
 
 
 def gemm_start(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: bool, alpha: float,
                beta: float) -> bool:
-    """``gemm``, handed whole to a pool helper while the caller goes on (the same single BLAS call
-    the parallel parts add up to: the same bits): True when it was, and then ``gemm_finish`` must
+    """``gemm``, handed to a pool helper while the caller goes on (the same single BLAS call: the
+    same bits): True when it was, and then ``gemm_finish`` must
     come before anything reads ``out`` or writes ``a``, ``b`` or ``out`` (the arrays are held until
     then); False when it ran on the calling thread already (one thread, the pool busy, a product of
     under 2^18 multiply-adds). One at a time: a second start finishes the first."""
