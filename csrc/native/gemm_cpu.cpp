@@ -109,13 +109,8 @@ void gemm_finish() {
     for (auto& h : state.held) h = py::object();
 }
 
-void gemm_call(py::handle a_handle, bool trans_a, py::handle b_handle, bool trans_b, py::handle out_handle,
-               double alpha, double beta, bool background, bool* started) {
-    const char* kernel = "gemm";
-    CallArrays arrays(kernel);
-    const py::array a = arrays.add(a_handle, Role("a"), false);
-    const py::array b = arrays.add(b_handle, Role("b"), false);
-    const py::array out = arrays.add(out_handle, Role("out"), true);
+// The dtype of a product's out (float32 or float64), which a and b must have too.
+Dtype product_dtype(const char* kernel, const py::array& a, const py::array& b, const py::array& out) {
     const Dtype dtype = dtype_of(out);
     if (dtype != Dtype::f32 && dtype != Dtype::f64) {
         raise_type_error(std::string(kernel) + ": unsupported dtype " + describe(Role("out"), out) +
@@ -126,6 +121,19 @@ void gemm_call(py::handle a_handle, bool trans_a, py::handle b_handle, bool tran
             raise_type_error(std::string(kernel) + ": " + describe(Role(role), *x) + " must have the dtype of " +
                              describe(Role("out"), out));
         }
+    }
+    return dtype;
+}
+
+void gemm_call(py::handle a_handle, bool trans_a, py::handle b_handle, bool trans_b, py::handle out_handle,
+               double alpha, double beta, bool background, bool* started) {
+    const char* kernel = "gemm";
+    CallArrays arrays(kernel);
+    const py::array a = arrays.add(a_handle, Role("a"), false);
+    const py::array b = arrays.add(b_handle, Role("b"), false);
+    const py::array out = arrays.add(out_handle, Role("out"), true);
+    const Dtype dtype = product_dtype(kernel, a, b, out);
+    for (const auto& [role, x] : {std::pair{"a", &a}, std::pair{"b", &b}}) {
         if (x->ndim() != 2) raise_value_error(std::string(kernel) + ": " + describe(Role(role), *x) + " must have 2 axes");
         require_contiguous(*x, kernel, Role(role), false);
     }
@@ -302,17 +310,9 @@ bool stacked_gemm(py::handle a_handle, py::handle b_handle, py::handle out_handl
     const py::array a = arrays.add(a_handle, Role("a"), false);
     const py::array b = arrays.add(b_handle, Role("b"), false);
     const py::array out = arrays.add(out_handle, Role("out"), true);
-    const Dtype dtype = dtype_of(out);
-    if (dtype != Dtype::f32 && dtype != Dtype::f64) {
-        raise_type_error(std::string(kernel) + ": unsupported dtype " + describe(Role("out"), out) +
-                         "; supported: float32, float64");
-    }
+    const Dtype dtype = product_dtype(kernel, a, b, out);
     const py::ssize_t d = out.ndim();
     for (const auto& [role, x] : {std::pair{"a", &a}, std::pair{"b", &b}}) {
-        if (dtype_of(*x) != dtype) {
-            raise_type_error(std::string(kernel) + ": " + describe(Role(role), *x) + " must have the dtype of " +
-                             describe(Role("out"), out));
-        }
         if (x->ndim() != d) {
             raise_value_error(std::string(kernel) + ": " + describe(Role(role), *x) + " must have the axes of " +
                               describe(Role("out"), out));

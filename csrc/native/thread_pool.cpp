@@ -123,32 +123,9 @@ public:
             blocks_[b].next.store(count * b / job.blocks, std::memory_order_relaxed);
             blocks_[b].end = count * (b + 1) / job.blocks;
         }
-        current_.store(&job);  // seq_cst, as every handshake below (see serve)
-        generation_.fetch_add(1);
-        if (sleepers_.load() > 0) {
-            { std::lock_guard<std::mutex> lock(mutex_); }  // a helper between its check and its wait gets there
-            wake_.notify_all();
-        }
+        publish(job);
         work_on(job, 0);
-        // Only tasks a helper claimed and has not finished remain. Spin briefly
-        // (a task is at most 64K elements, tens of microseconds), then sleep:
-        // if another process preempted that helper, an idle core is what lets
-        // the scheduler move the helper here and finish the task at once (a
-        // spinning or yielding caller would keep it waiting for a time slice).
-        const auto finished = [&] { return job.done.load() >= count; };
-        if (!spin_for(kCallerSpin, finished)) {
-            std::unique_lock<std::mutex> lock(mutex_);
-            caller_sleeping_.store(true);
-            finished_.wait(lock, finished);
-            caller_sleeping_.store(false);
-        }
-        // The job lives on this stack: no helper may still be looking at it.
-        current_.store(nullptr);
-        while (attached_.load() > 0) {
-            if (!spin_for(kCallerSpin, [&] { return attached_.load() == 0; })) {
-                std::this_thread::sleep_for(std::chrono::microseconds(50));
-            }
-        }
+        retire(job);  // the job lives on this stack
         busy_.store(false, std::memory_order_release);
         return job.found.load(std::memory_order_relaxed);
     }
@@ -171,12 +148,7 @@ public:
         blocks_[1].next.store(0, std::memory_order_relaxed);
         blocks_[1].end = 1;
         background_ = true;
-        current_.store(&job);
-        generation_.fetch_add(1);
-        if (sleepers_.load() > 0) {
-            { std::lock_guard<std::mutex> lock(mutex_); }
-            wake_.notify_all();
-        }
+        publish(job);
         return true;
     }
 
@@ -184,6 +156,34 @@ public:
         if (!background_) return;
         Job& job = background_job_;
         work_on(job, 0);  // a helper that has not woken yet leaves the task to the caller
+        retire(job);
+        background_ = false;
+        busy_.store(false, std::memory_order_release);
+    }
+
+    static bool serial(std::int64_t count, TaskFunction task, void* context) {
+        bool found = false;
+        for (std::int64_t i = 0; i < count; ++i) found |= task(context, i);
+        return found;
+    }
+
+private:
+    // Makes `job` the current one and wakes the helpers that sleep.
+    void publish(Job& job) {
+        current_.store(&job);  // seq_cst, as every handshake below (see serve)
+        generation_.fetch_add(1);
+        if (sleepers_.load() > 0) {
+            { std::lock_guard<std::mutex> lock(mutex_); }  // a helper between its check and its wait gets there
+            wake_.notify_all();
+        }
+    }
+
+    // Waits until every task of `job` is done and no helper looks at it any more (then its memory
+    // may go). Only tasks a helper claimed and has not finished remain: spin briefly (a task is at
+    // most 64K elements, tens of microseconds), then sleep: if another process preempted that
+    // helper, an idle core is what lets the scheduler move the helper here and finish the task at
+    // once (a spinning or yielding caller would keep it waiting for a time slice).
+    void retire(Job& job) {
         const auto finished = [&] { return job.done.load() >= job.count; };
         if (!spin_for(kCallerSpin, finished)) {
             std::unique_lock<std::mutex> lock(mutex_);
@@ -197,17 +197,8 @@ public:
                 std::this_thread::sleep_for(std::chrono::microseconds(50));
             }
         }
-        background_ = false;
-        busy_.store(false, std::memory_order_release);
     }
 
-    static bool serial(std::int64_t count, TaskFunction task, void* context) {
-        bool found = false;
-        for (std::int64_t i = 0; i < count; ++i) found |= task(context, i);
-        return found;
-    }
-
-private:
     // After a job a helper polls for the next one for helper_spin() (1 ms unless
     // MTA_POOL_SPIN_US says otherwise), then sleeps. A micro-batch's parallel passes
     // come a few hundred microseconds apart (its Python and one-thread kernels run
