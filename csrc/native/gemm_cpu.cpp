@@ -15,9 +15,8 @@
 // other bits than one call for most of the models' shapes (246 of 440 cuts at multiples of 48;
 // 8 of 22 at 768), every cut of the columns too; under SkylakeX a cut leaving a block small
 // enough for OpenBLAS's small-matrix kernel did (256 x 512 x 64 at row 240). The previous cut
-// (rows on multiples of 48, one block per thread, until 2026-12-04) thus trained on other numbers
-// with 2 threads than with 1 whenever a micro-batch had 512 rows (b = 16 of the char
-// transformer). A cut fixed by the shape alone, at every thread count, would keep the bits but
+// (rows on multiples of 48, one block per thread, until 2026-12-04) thus gave a window of the
+// char transformer with 512-row micro-batches (b = 16) other gradients with 2 threads than with 1. A cut fixed by the shape alone, at every thread count, would keep the bits but
 // cost 11-14% of the GEMMs' time at 1 thread. tests/kernels/test_kernel_gemm.py checks 1 to 4
 // threads under both kernels, products in the background included.
 #include <algorithm>
