@@ -218,10 +218,12 @@ class ArenaStore:
         on the window's first write, 1 after); returns what wrote it."""
         self._settle()
         first = not self.holds(leaf)
-        fused = leaf.backend.gemm_into(a, b, self.arena.view(leaf), alpha=self._scale, beta=0.0 if first else 1.0,
-                                       background=self._overlap)
         if self._overlap:
+            fused = leaf.backend.gemm_into(a, b, self.arena.view(leaf), alpha=self._scale,
+                                           beta=0.0 if first else 1.0, background=True)
             self._in_flight = leaf.backend
+        else:
+            fused = leaf.backend.gemm_into(a, b, self.arena.view(leaf), alpha=self._scale, beta=0.0 if first else 1.0)
         self._written.add(id(leaf))
         self._touched = True
         # A GEMM has no fused non-finite flag. Every entry of alpha a @ b, and every partial

@@ -229,8 +229,7 @@ def test_a_gemm_write_names_beta_0_then_beta_1_and_writes_the_product() -> None:
 class _NoBlas(NumpyBackend):
     """A backend no BLAS call of which can write a view (as for a dtype BLAS has no GEMM of)."""
 
-    def gemm_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float, beta: float,
-                  background: bool = False) -> bool:
+    def gemm_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float, beta: float) -> bool:
         return self._gemm_fallback(a, b, out, alpha, beta)
 
 
