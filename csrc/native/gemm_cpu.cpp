@@ -1,7 +1,9 @@
-// GEMM for the native pool: C = alpha op(A) op(B) + beta C, row-major, each product one
-// single-threaded call of the BLAS NumPy loaded (its cblas_?gemm, whose address backend/blas.py
-// registers). Two threads work on two products at once, never on two parts of one: a weight
-// gradient's GEMM on a pool helper (gemm_start) while the caller computes the input gradient's.
+// GEMM for the native pool: C = alpha op(A) op(B) + beta C, row-major. float32 products run on
+// the GEMM of our own (sgemm_cpu.cpp: one summation order for every element, so the same bits at
+// any thread count, on any vector instruction set and under either OpenBLAS kernel; its tasks
+// split C over the pool). float64 products are one single-threaded call of the BLAS NumPy loaded
+// (its cblas_dgemm, whose address backend/blas.py registers), never cut. A weight gradient's
+// product may run on a pool helper (gemm_start) while the caller computes the input gradient's.
 //
 // Why not let OpenBLAS thread itself: a micro-batch alternates GEMMs with the fused kernels,
 // and two pools then take turns on the second core. OpenBLAS's worker spins (yielding) for
@@ -9,16 +11,17 @@
 // waiting for the same core, a transformer micro-batch took as long with 2 threads as with 1
 // (issue 27). OpenBLAS is kept at 1 thread (backend/threads.py), as it is for calls from threads.
 //
-// Why one call per product: the bits of a part of C depend on the part. Measured on NumPy's
+// Why a BLAS call is never cut: the bits of a part of C depend on the part. Measured on NumPy's
 // OpenBLAS 0.3.31 in float32 (2026-12-04): under OPENBLAS_CORETYPE=Haswell (the AMD machines'
 // setting), cutting the rows of C into two calls at any multiple of 48, 96, 192, 384 or 768 gave
 // other bits than one call for most of the models' shapes (246 of 440 cuts at multiples of 48;
 // 8 of 22 at 768), every cut of the columns too; under SkylakeX a cut leaving a block small
-// enough for OpenBLAS's small-matrix kernel did (256 x 512 x 64 at row 240). The previous cut
-// (rows on multiples of 48, one block per thread, until 2026-12-04) thus gave a window of the
-// char transformer with 512-row micro-batches (b = 16) other gradients with 2 threads than with 1. A cut fixed by the shape alone, at every thread count, would keep the bits but
-// cost 11-14% of the GEMMs' time at 1 thread. tests/kernels/test_kernel_gemm.py checks 1 to 4
-// threads under both kernels, products in the background included.
+// enough for OpenBLAS's small-matrix kernel did (256 x 512 x 64 at row 240). The float32 GEMM
+// was then such calls cut by rows, and a window of the char transformer with 512-row
+// micro-batches (b = 16) got other gradients with 2 threads than with 1. The two kernels also
+// give each other's products other bits, so a float32 run on an AMD machine (Haswell) and on the
+// Xeon (SkylakeX) drifted apart; sgemm_cpu.cpp ends both. tests/kernels/test_kernel_gemm.py and
+// test_kernel_sgemm.py check 1 to 4 threads under both kernels, products in the background included.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -29,6 +32,7 @@
 #include "native/array_args.h"
 #include "native/bindings.h"
 #include "native/parallel.h"
+#include "native/sgemm.h"
 
 namespace minitorch_accum {
 
@@ -77,7 +81,7 @@ void run_gemm(const GemmJob<T>& j) {
 struct BackgroundGemm {
     bool running = false;
     Dtype dtype = Dtype::f32;
-    GemmJob<float> f32{};
+    SgemmJob f32{};
     GemmJob<double> f64{};
     py::object held[3];
 };
@@ -90,7 +94,7 @@ BackgroundGemm& background_gemm() {
 bool run_background_gemm(void* context, std::int64_t) {
     auto* state = static_cast<BackgroundGemm*>(context);
     if (state->dtype == Dtype::f32) {
-        call_gemm(state->f32);
+        run_sgemm(state->f32, false);
     } else {
         call_gemm(state->f64);
     }
@@ -150,15 +154,13 @@ void gemm_call(py::handle a_handle, bool trans_a, py::handle b_handle, bool tran
     if (m == 0 || n == 0) return;
     // the job is built here and copied into the background's state only when it starts: a GEMM
     // the caller runs while one is in the background must not touch that one's job
-    GemmJob<float> f32{};
+    SgemmJob f32{};
     GemmJob<double> f64{};
     if (dtype == Dtype::f32) {
-        const CblasGemm<float> call = sgemm.load();
-        if (call == nullptr) raise_value_error("gemm: no BLAS is registered (register_blas_gemm)");
-        f32 = GemmJob<float>{call, trans_a, trans_b, m, n, k, a.shape(1), b.shape(1), static_cast<float>(alpha),
-                             static_cast<float>(beta), static_cast<const float*>(a.data()),
-                             static_cast<const float*>(b.data()),
-                             static_cast<float*>(const_cast<py::array&>(out).mutable_data())};
+        f32 = SgemmJob{trans_a, trans_b, m, n, k, a.shape(1), b.shape(1), n, static_cast<float>(alpha),
+                       static_cast<float>(beta), static_cast<const float*>(a.data()),
+                       static_cast<const float*>(b.data()),
+                       static_cast<float*>(const_cast<py::array&>(out).mutable_data())};
     } else {
         const CblasGemm<double> call = dgemm.load();
         if (call == nullptr) raise_value_error("gemm: no BLAS is registered (register_blas_gemm)");
@@ -182,7 +184,9 @@ void gemm_call(py::handle a_handle, bool trans_a, py::handle b_handle, bool tran
         }
     }
     if (dtype == Dtype::f32) {
-        run_gemm(f32);
+        std::optional<py::gil_scoped_release> nogil;
+        if (m * n * k >= 4096) nogil.emplace();
+        run_sgemm(f32, m * n * k >= kBackgroundMinMultiplyAdds);  // the helpers join as they would for it
     } else {
         run_gemm(f64);
     }

@@ -1,7 +1,9 @@
-"""GEMM for the native pool: each product one single-threaded call of the BLAS NumPy loaded, never
-cut (its bits then never depend on the thread count); two threads work on two products at once,
-a weight gradient's in the background (``gemm_start``), and on stacks of them (``stacked_gemm``).
-csrc/native/gemm_cpu.cpp says why one pool and not OpenBLAS's own, and why no cut.
+"""GEMM for the native pool. float32: the GEMM of our own (csrc/native/sgemm_cpu.cpp), every
+element of out summed in one fixed order, its work cut over the pool, so its bits depend on
+neither the thread count, the vector instruction set nor the OpenBLAS kernel. float64: one
+single-threaded call of the BLAS NumPy loaded, never cut. Two threads also work on two products at
+once (a weight gradient's in the background, ``gemm_start``) and on stacks of them
+(``stacked_gemm``). csrc/native/gemm_cpu.cpp says why one pool and not OpenBLAS's own.
 
 The kernels floor does not look for a BLAS itself: ``backend/blas.py`` finds NumPy's bundled
 OpenBLAS and registers its ``cblas_?gemm`` here (``register_blas_gemm``); until then, or without
@@ -32,14 +34,15 @@ def gemm_available() -> bool:
 
 def gemm(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: bool, alpha: float, beta: float) -> None:
     """out = alpha op(a) op(b) + beta out in place, op transposing where asked; float32 or float64,
-    every array 2-D and C-contiguous: one single-threaded BLAS call."""
+    every array 2-D and C-contiguous. float32 sums each element in blocks of 256 k (each an FMA
+    chain from +0, the blocks' sums added in order), then alpha * sum, then + beta * out (out is
+    not read when beta is 0); float64 is one single-threaded BLAS call."""
     native().gemm(a, bool(trans_a), b, bool(trans_b), out, float(alpha), float(beta))
 
 
 def gemm_start(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: bool, alpha: float,
                beta: float) -> bool:
-    """``gemm``, handed to a pool helper while the caller goes on (the same single BLAS call: the
-    same bits): True when it was, and then ``gemm_finish`` must
+    """``gemm``, handed to a pool helper while the caller goes on (the same bits): True when it was, and then ``gemm_finish`` must
     come before anything reads ``out`` or writes ``a``, ``b`` or ``out`` (the arrays are held until
     then); False when it ran on the calling thread already (one thread, the pool busy, a product of
     under 2^18 multiply-adds). One at a time: a second start finishes the first."""

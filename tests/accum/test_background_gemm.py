@@ -104,8 +104,10 @@ def test_a_backward_that_raises_leaves_no_gemm_running(starts) -> None:
         assert acc.store._in_flight is None
         assert acc.store.poisoned
         view = dict(acc.store.views())[second.weight]
-        h = first(x).numpy()
-        np.testing.assert_allclose(view, (h.T @ np.ones((1024, 256), np.float32)) * acc.store._scale, rtol=1e-5)
+        h = first(x).numpy().astype(np.float64)
+        # each element sums 1024 signed terms: bound the error by their magnitudes, not the sum
+        exact, magnitude = h.sum(axis=0)[:, None] * acc.store._scale, np.abs(h).sum(axis=0)[:, None] * acc.store._scale
+        assert np.all(np.abs(view - exact) <= 1e-5 * magnitude)
     finally:
         K.set_native_threads(0)
 

@@ -1,6 +1,6 @@
-"""The native pool's GEMM: out = alpha op(a) op(b) + beta out for every transpose, cut into one
-block of rows of out per thread, each block a single-threaded call of NumPy's BLAS; the same
-products as NumPy's matmul, and the same bits whatever the thread count."""
+"""The native pool's GEMM: out = alpha op(a) op(b) + beta out for every transpose; float32 on the
+GEMM of our own (test_kernel_sgemm.py pins its order), float64 one single-threaded call of NumPy's
+BLAS; NumPy's products within rounding, and the same bits whatever the thread count."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_gemm_equals_numpy_for_every_transpose_and_thread_count(threads, dtype, 
 
 
 def test_two_threads_write_every_block_of_a_large_product() -> None:
-    # a tall product is cut into blocks of rows; a short wide one (64 rows) runs whole on the caller
+    # a tall product is cut into blocks of rows, a short wide one (64 rows) into groups of columns
     rng = np.random.default_rng(1)
     for m, k, n in ((2048, 64, 64), (64, 64, 2048)):
         a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)

@@ -1,0 +1,367 @@
+// The float32 GEMM of our own: C = alpha op(A) op(B) + beta C, row-major; per element it reads
+// 4 B of A and of B for every 2 flops, mostly from L1 and L2 (B packed once, 4 B/elem written).
+//
+// Why not OpenBLAS's sgemm: its bits depend on how a product is cut and on the kernel it picked
+// for the CPU (gemm_cpu.cpp has the measurements). Here every element of C is summed in one
+// order: k is cut into blocks of 256; each block is one chain of fused multiply-adds over its k in
+// ascending order, starting from +0; the blocks' sums are added in order (((s0 + s1) + s2) ...;
+// the error bound grows with 256 + K/256 terms, not K); then
+//     t = alpha * sum   (skipped when alpha is 1)
+//     C = t             when beta is 0 (C is not read: BLAS's rule)
+//     C = C + t         when beta is 1
+//     C = beta * C + t  otherwise (a product, then a sum: two roundings)
+// The vector variants run each chain along k in one SIMD lane, and threads split C by rows and
+// columns, never k: so
+// the bits are the same at any thread count, under AVX-512, AVX2 and the scalar fallback, and
+// under either OpenBLAS kernel (SkylakeX or Haswell), that is on every x86-64 machine. It is
+// also faster than NumPy's OpenBLAS on the models' shapes (docs/kernels.md has the figures).
+//
+// Layout (BLIS's loops, without packing A): op(B) is packed once into panels of 32 columns, k
+// rows each, zero-padded; K is cut into blocks of 256 (a panel block of 32 KiB stays in L1 while
+// every row tile of the block passes over it) and rows into blocks of 168 (A's block stays in
+// L2). A tile is 14 rows x 32 columns under AVX-512 (28 accumulators), 6 x 16 under AVX2.
+#include "native/sgemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "native/parallel.h"
+#include "native/simd.h"
+
+#if MTA_HAVE_SIMD_TARGETS
+#define MTA_TARGET_SGEMM_AVX2 __attribute__((target("avx2,fma")))
+#define MTA_TARGET_SGEMM_AVX512 __attribute__((target("avx2,fma,avx512f,avx512vl,avx512bw,avx512dq")))
+#endif
+
+namespace minitorch_accum {
+
+namespace {
+
+constexpr std::int64_t kSgemmPanel = 32;      // columns of a packed panel of op(B)
+constexpr std::int64_t kSgemmDepth = 256;     // rows of k in one block
+constexpr std::int64_t kSgemmRowBlock = 168;  // a multiple of every tile's rows (14, 6, 4)
+
+// One tile's work: rows [0, rows) of C against one packed panel, over one block of k.
+struct SgemmTile {
+    std::int64_t depth;  // k in this block
+    std::int64_t lda;
+    const float* a;      // op(A) at (the tile's first row, the block's first k)
+    const float* panel;  // the packed panel at the block's first k (kSgemmPanel floats per k)
+    float* partial;      // the tile's running sums between blocks of k
+    std::int64_t ldp;    // floats between two rows of `partial`
+    float* c;
+    std::int64_t ldc;
+    int width;           // columns of C in this panel (1 to 32)
+    bool resume;         // add the block's sums to `partial` (the blocks before it)
+    bool finish;         // write C; else store the sums in `partial`
+    float alpha, beta;
+};
+
+// The last step of an element, the same in every variant.
+inline float sgemm_finish_scalar(float sum, float c, float alpha, float beta) {
+    const float t = alpha == 1.0f ? sum : alpha * sum;
+    if (beta == 0.0f) return t;
+    if (beta == 1.0f) return c + t;
+    return beta * c + t;
+}
+
+template <bool TransA>
+inline float sgemm_a(const float* a, std::int64_t lda, std::int64_t row, std::int64_t p) {
+    return TransA ? a[p * lda + row] : a[row * lda + p];
+}
+
+// Scalar fallback (a CPU without AVX2 and FMA, or MTA_SIMD=baseline): the same chains, one by one.
+template <int Rows, bool TransA>
+void sgemm_tile_scalar(const SgemmTile& t) {
+    for (int r = 0; r < Rows; ++r) {
+        for (int j = 0; j < t.width; ++j) {  // a padded column's sum is never needed
+            float sum = 0.0f;
+            for (std::int64_t p = 0; p < t.depth; ++p) {
+                sum = std::fma(sgemm_a<TransA>(t.a, t.lda, r, p), t.panel[p * kSgemmPanel + j], sum);
+            }
+            if (t.resume) sum = t.partial[r * t.ldp + j] + sum;
+            if (t.finish) {
+                float* c = t.c + r * t.ldc + j;
+                *c = sgemm_finish_scalar(sum, t.beta == 0.0f ? 0.0f : *c, t.alpha, t.beta);
+            } else {
+                t.partial[r * t.ldp + j] = sum;
+            }
+        }
+    }
+}
+
+#if MTA_HAVE_SIMD_TARGETS
+
+// Rows x 32 under AVX-512: 2 registers a row, B's two vectors loaded once per k, A's element
+// broadcast from memory into each FMA.
+template <int Rows, bool TransA>
+MTA_TARGET_SGEMM_AVX512 void sgemm_tile_avx512(const SgemmTile& t) {
+    __m512 acc[Rows][2];
+    for (int r = 0; r < Rows; ++r) {
+        for (int h = 0; h < 2; ++h) acc[r][h] = _mm512_setzero_ps();
+    }
+    for (std::int64_t p = 0; p < t.depth; ++p) {
+        const __m512 b0 = _mm512_load_ps(t.panel + p * kSgemmPanel);
+        const __m512 b1 = _mm512_load_ps(t.panel + p * kSgemmPanel + 16);
+#pragma GCC unroll 14
+        for (int r = 0; r < Rows; ++r) {
+            const __m512 a = _mm512_set1_ps(sgemm_a<TransA>(t.a, t.lda, r, p));
+            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    if (t.resume) {
+        for (int r = 0; r < Rows; ++r) {
+            for (int h = 0; h < 2; ++h) acc[r][h] = _mm512_add_ps(_mm512_loadu_ps(t.partial + r * t.ldp + 16 * h), acc[r][h]);
+        }
+    }
+    if (!t.finish) {
+        for (int r = 0; r < Rows; ++r) {
+            for (int h = 0; h < 2; ++h) _mm512_storeu_ps(t.partial + r * t.ldp + 16 * h, acc[r][h]);
+        }
+        return;
+    }
+    const __mmask16 mask[2] = {
+        static_cast<__mmask16>(t.width >= 16 ? 0xffffu : (1u << t.width) - 1u),
+        static_cast<__mmask16>(t.width >= 32 ? 0xffffu : t.width > 16 ? (1u << (t.width - 16)) - 1u : 0u)};
+    const __m512 alpha = _mm512_set1_ps(t.alpha), beta = _mm512_set1_ps(t.beta);
+    for (int r = 0; r < Rows; ++r) {
+        for (int h = 0; h < 2; ++h) {
+            float* c = t.c + r * t.ldc + 16 * h;
+            __m512 x = t.alpha == 1.0f ? acc[r][h] : _mm512_mul_ps(alpha, acc[r][h]);
+            if (t.beta != 0.0f) {
+                const __m512 old = _mm512_maskz_loadu_ps(mask[h], c);
+                x = _mm512_add_ps(t.beta == 1.0f ? old : _mm512_mul_ps(beta, old), x);
+            }
+            _mm512_mask_storeu_ps(c, mask[h], x);
+        }
+    }
+}
+
+// Rows x 16 under AVX2 (16 registers: 12 sums, two of B, one of A), one half of a panel.
+template <int Rows, bool TransA>
+MTA_TARGET_SGEMM_AVX2 void sgemm_half_avx2(const SgemmTile& t, int half) {
+    __m256 acc[Rows][2];
+    float* partial = t.partial + 16 * half;
+    for (int r = 0; r < Rows; ++r) {
+        for (int h = 0; h < 2; ++h) acc[r][h] = _mm256_setzero_ps();
+    }
+    const float* panel = t.panel + 16 * half;
+    for (std::int64_t p = 0; p < t.depth; ++p) {
+        const __m256 b0 = _mm256_load_ps(panel + p * kSgemmPanel);
+        const __m256 b1 = _mm256_load_ps(panel + p * kSgemmPanel + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < Rows; ++r) {
+            const __m256 a = _mm256_broadcast_ss(&t.a[TransA ? p * t.lda + r : r * t.lda + p]);
+            acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    if (t.resume) {
+        for (int r = 0; r < Rows; ++r) {
+            for (int h = 0; h < 2; ++h) acc[r][h] = _mm256_add_ps(_mm256_loadu_ps(partial + r * t.ldp + 8 * h), acc[r][h]);
+        }
+    }
+    if (!t.finish) {
+        for (int r = 0; r < Rows; ++r) {
+            for (int h = 0; h < 2; ++h) _mm256_storeu_ps(partial + r * t.ldp + 8 * h, acc[r][h]);
+        }
+        return;
+    }
+    __m256i mask[2];
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int h = 0; h < 2; ++h) mask[h] = _mm256_cmpgt_epi32(_mm256_set1_epi32(t.width - 16 * half - 8 * h), lanes);
+    const __m256 alpha = _mm256_set1_ps(t.alpha), beta = _mm256_set1_ps(t.beta);
+    for (int r = 0; r < Rows; ++r) {
+        for (int h = 0; h < 2; ++h) {
+            float* c = t.c + r * t.ldc + 16 * half + 8 * h;
+            __m256 x = t.alpha == 1.0f ? acc[r][h] : _mm256_mul_ps(alpha, acc[r][h]);
+            if (t.beta != 0.0f) {
+                const __m256 old = _mm256_maskload_ps(c, mask[h]);
+                x = _mm256_add_ps(t.beta == 1.0f ? old : _mm256_mul_ps(beta, old), x);
+            }
+            _mm256_maskstore_ps(c, mask[h], x);
+        }
+    }
+}
+
+template <int Rows, bool TransA>
+MTA_TARGET_SGEMM_AVX2 void sgemm_tile_avx2(const SgemmTile& t) {
+    sgemm_half_avx2<Rows, TransA>(t, 0);
+    if (t.width > 16) sgemm_half_avx2<Rows, TransA>(t, 1);  // else it would hold padding only
+}
+
+#endif
+
+using SgemmTileFunction = void (*)(const SgemmTile&);
+
+struct SgemmVariant {
+    int rows;                               // a tile's rows; fewer at the end of a row block
+    SgemmTileFunction tiles[2][15];         // [TransA][rows], rows 1 .. `rows`
+};
+
+template <template <int, bool> class Kernel, int... R>
+SgemmVariant sgemm_variant_of(std::integer_sequence<int, R...>) {
+    SgemmVariant v{static_cast<int>(sizeof...(R)), {}};
+    ((v.tiles[0][R + 1] = &Kernel<R + 1, false>::run), ...);
+    ((v.tiles[1][R + 1] = &Kernel<R + 1, true>::run), ...);
+    return v;
+}
+
+template <template <int, bool> class Kernel, int Rows>
+SgemmVariant sgemm_variant() {
+    return sgemm_variant_of<Kernel>(std::make_integer_sequence<int, Rows>{});
+}
+
+template <int Rows, bool TransA>
+struct SgemmScalarKernel {
+    static void run(const SgemmTile& t) { sgemm_tile_scalar<Rows, TransA>(t); }
+};
+#if MTA_HAVE_SIMD_TARGETS
+template <int Rows, bool TransA>
+struct SgemmAvx2Kernel {
+    static void run(const SgemmTile& t) { sgemm_tile_avx2<Rows, TransA>(t); }
+};
+template <int Rows, bool TransA>
+struct SgemmAvx512Kernel {
+    static void run(const SgemmTile& t) { sgemm_tile_avx512<Rows, TransA>(t); }
+};
+#endif
+
+// The variant for this CPU: AVX2 also needs FMA (every AVX2 x86-64 CPU we know has it; the
+// check keeps a CPU without it on the scalar chain, which gives the same bits).
+const SgemmVariant& sgemm_kernels() {
+    static const SgemmVariant variant = [] {
+#if MTA_HAVE_SIMD_TARGETS
+        const SimdLevel level = simd_level();
+        if (level != SimdLevel::baseline && __builtin_cpu_supports("fma")) {
+            if (level == SimdLevel::avx512) return sgemm_variant<SgemmAvx512Kernel, 14>();
+            return sgemm_variant<SgemmAvx2Kernel, 6>();
+        }
+#endif
+        return sgemm_variant<SgemmScalarKernel, 4>();
+    }();
+    return variant;
+}
+
+// 64-byte aligned float storage that grows and is reused (a product allocates nothing once warm).
+struct SgemmBuffer {
+    std::vector<float> storage;
+    float* get(std::int64_t floats) {
+        const std::size_t want = static_cast<std::size_t>(floats) + 16;
+        if (storage.size() < want) storage.resize(want);
+        return reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) & ~std::uintptr_t(63));
+    }
+};
+
+struct SgemmPlan {
+    SgemmJob job;
+    std::int64_t panels, row_blocks, panels_per_task, column_groups;
+    float* packed;  // panels x k x kSgemmPanel
+};
+
+// Panel `panel` of op(B): row p holds op(B)(p, 32 panel ...), zeros past column n.
+void sgemm_pack_panel(const SgemmPlan& plan, std::int64_t panel) {
+    const SgemmJob& j = plan.job;
+    const std::int64_t first = panel * kSgemmPanel, width = std::min(kSgemmPanel, j.n - first);
+    float* out = plan.packed + panel * j.k * kSgemmPanel;
+    if (j.trans_b) {  // op(B)(p, c) = b[c][p]: each column of the panel is a row of b
+        for (std::int64_t p = 0; p < j.k; ++p) std::fill_n(out + p * kSgemmPanel + width, kSgemmPanel - width, 0.0f);
+        for (std::int64_t c = 0; c < width; ++c) {
+            const float* row = j.b + (first + c) * j.ldb;
+            for (std::int64_t p = 0; p < j.k; ++p) out[p * kSgemmPanel + c] = row[p];
+        }
+    } else {
+        for (std::int64_t p = 0; p < j.k; ++p) {
+            std::memcpy(out + p * kSgemmPanel, j.b + p * j.ldb + first, static_cast<std::size_t>(width) * sizeof(float));
+            std::fill_n(out + p * kSgemmPanel + width, kSgemmPanel - width, 0.0f);
+        }
+    }
+}
+
+// Task t: one block of rows against one group of panels, over all of k.
+void sgemm_task(const SgemmPlan& plan, std::int64_t task) {
+    thread_local SgemmBuffer partial_buffer;
+    const SgemmJob& j = plan.job;
+    const SgemmVariant& kernels = sgemm_kernels();
+    const std::int64_t row_block = task / plan.column_groups, group = task % plan.column_groups;
+    const std::int64_t row_begin = row_block * kSgemmRowBlock, row_end = std::min(j.m, row_begin + kSgemmRowBlock);
+    const std::int64_t panel_begin = group * plan.panels_per_task;
+    const std::int64_t panel_end = std::min(plan.panels, panel_begin + plan.panels_per_task);
+    const std::int64_t partial_ld = (panel_end - panel_begin) * kSgemmPanel;
+    float* partial = j.k > kSgemmDepth ? partial_buffer.get((row_end - row_begin) * partial_ld) : nullptr;
+    const SgemmTileFunction* tiles = kernels.tiles[j.trans_a ? 1 : 0];
+    for (std::int64_t p0 = 0; p0 < j.k; p0 += kSgemmDepth) {
+        const std::int64_t depth = std::min(kSgemmDepth, j.k - p0);
+        for (std::int64_t panel = panel_begin; panel < panel_end; ++panel) {
+            const std::int64_t column = panel * kSgemmPanel;
+            for (std::int64_t row = row_begin; row < row_end; row += kernels.rows) {
+                const int rows = static_cast<int>(std::min<std::int64_t>(kernels.rows, row_end - row));
+                SgemmTile tile;
+                tile.depth = depth;
+                tile.lda = j.lda;
+                tile.a = j.trans_a ? j.a + p0 * j.lda + row : j.a + row * j.lda + p0;
+                tile.panel = plan.packed + panel * j.k * kSgemmPanel + p0 * kSgemmPanel;
+                tile.partial = partial == nullptr
+                                   ? nullptr
+                                   : partial + (row - row_begin) * partial_ld + (panel - panel_begin) * kSgemmPanel;
+                tile.c = j.c + row * j.ldc + column;
+                tile.ldp = partial_ld;
+                tile.ldc = j.ldc;
+                tile.width = static_cast<int>(std::min(kSgemmPanel, j.n - column));
+                tile.resume = p0 > 0;
+                tile.finish = p0 + depth >= j.k;
+                tile.alpha = j.alpha;
+                tile.beta = j.beta;
+                tiles[rows](tile);
+            }
+        }
+    }
+}
+
+}  // namespace
+
+void run_sgemm(const SgemmJob& job, bool parallel) {
+    if (job.m == 0 || job.n == 0) return;
+    if (job.k == 0) {  // every sum is +0
+        for (std::int64_t i = 0; i < job.m; ++i) {
+            for (std::int64_t c = 0; c < job.n; ++c) {
+                float& out = job.c[i * job.ldc + c];
+                out = sgemm_finish_scalar(0.0f, job.beta == 0.0f ? 0.0f : out, job.alpha, job.beta);
+            }
+        }
+        return;
+    }
+    thread_local SgemmBuffer packed_buffer;
+    SgemmPlan plan{};
+    plan.job = job;
+    plan.panels = (job.n + kSgemmPanel - 1) / kSgemmPanel;
+    plan.row_blocks = (job.m + kSgemmRowBlock - 1) / kSgemmRowBlock;
+    plan.packed = packed_buffer.get(plan.panels * job.k * kSgemmPanel);
+    parallel = parallel && thread_limit() > 1 && !in_forked_child();
+    // several tasks a thread (the faster thread takes more); columns are cut only when there are
+    // too few blocks of rows for that. No cut changes a bit.
+    std::int64_t groups = 1;
+    if (parallel) {
+        const std::int64_t wanted = 3 * std::int64_t(thread_limit());
+        groups = std::clamp<std::int64_t>((wanted + plan.row_blocks - 1) / plan.row_blocks, 1, plan.panels);
+    }
+    plan.panels_per_task = (plan.panels + groups - 1) / groups;
+    plan.column_groups = (plan.panels + plan.panels_per_task - 1) / plan.panels_per_task;
+    run_tasks(plan.panels, [](void* context, std::int64_t panel) {
+        sgemm_pack_panel(*static_cast<const SgemmPlan*>(context), panel);
+        return false;
+    }, &plan, parallel && plan.panels > 1);
+    run_tasks(plan.row_blocks * plan.column_groups, [](void* context, std::int64_t task) {
+        sgemm_task(*static_cast<const SgemmPlan*>(context), task);
+        return false;
+    }, &plan, parallel);
+}
+
+}  // namespace minitorch_accum
