@@ -42,10 +42,11 @@ def gemm(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: boo
 
 def gemm_start(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: bool, alpha: float,
                beta: float) -> bool:
-    """``gemm``, handed to a pool helper while the caller goes on (the same bits): True when it was, and then ``gemm_finish`` must
-    come before anything reads ``out`` or writes ``a``, ``b`` or ``out`` (the arrays are held until
-    then); False when it ran on the calling thread already (one thread, the pool busy, a product of
-    under 2^18 multiply-adds). One at a time: a second start finishes the first."""
+    """``gemm``, handed to a pool helper while the caller goes on (the same bits): True when it
+    was, and then ``gemm_finish`` must come before anything reads ``out`` or writes ``a``, ``b`` or
+    ``out`` (the arrays are held until then); False when it ran on the calling thread already (one
+    thread, the pool busy, a product of under 2^18 multiply-adds). One at a time: a second start
+    finishes the first."""
     return bool(native().gemm_start(a, bool(trans_a), b, bool(trans_b), out, float(alpha), float(beta)))
 
 
