@@ -79,6 +79,7 @@ inline float sgemm_a(const float* a, std::int64_t lda, std::int64_t row, std::in
 // Scalar fallback (a CPU without AVX2 and FMA, or MTA_SIMD=baseline): the same chains, one by one.
 template <int Rows, bool TransA>
 void sgemm_tile_scalar(const SgemmTile& t) {
+#pragma GCC unroll 14
     for (int r = 0; r < Rows; ++r) {
         for (int j = 0; j < t.width; ++j) {  // a padded column's sum is never needed
             float sum = 0.0f;
@@ -103,7 +104,9 @@ void sgemm_tile_scalar(const SgemmTile& t) {
 template <int Rows, bool TransA>
 MTA_TARGET_SGEMM_AVX512 void sgemm_tile_avx512(const SgemmTile& t) {
     __m512 acc[Rows][2];
+#pragma GCC unroll 14
     for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 14
         for (int h = 0; h < 2; ++h) acc[r][h] = _mm512_setzero_ps();
     }
     for (std::int64_t p = 0; p < t.depth; ++p) {
@@ -117,12 +120,16 @@ MTA_TARGET_SGEMM_AVX512 void sgemm_tile_avx512(const SgemmTile& t) {
         }
     }
     if (t.resume) {
+#pragma GCC unroll 14
         for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 14
             for (int h = 0; h < 2; ++h) acc[r][h] = _mm512_add_ps(_mm512_loadu_ps(t.partial + r * t.ldp + 16 * h), acc[r][h]);
         }
     }
     if (!t.finish) {
+#pragma GCC unroll 14
         for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 14
             for (int h = 0; h < 2; ++h) _mm512_storeu_ps(t.partial + r * t.ldp + 16 * h, acc[r][h]);
         }
         return;
@@ -131,7 +138,9 @@ MTA_TARGET_SGEMM_AVX512 void sgemm_tile_avx512(const SgemmTile& t) {
         static_cast<__mmask16>(t.width >= 16 ? 0xffffu : (1u << t.width) - 1u),
         static_cast<__mmask16>(t.width >= 32 ? 0xffffu : t.width > 16 ? (1u << (t.width - 16)) - 1u : 0u)};
     const __m512 alpha = _mm512_set1_ps(t.alpha), beta = _mm512_set1_ps(t.beta);
+#pragma GCC unroll 14
     for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 14
         for (int h = 0; h < 2; ++h) {
             float* c = t.c + r * t.ldc + 16 * h;
             __m512 x = t.alpha == 1.0f ? acc[r][h] : _mm512_mul_ps(alpha, acc[r][h]);
@@ -149,7 +158,9 @@ template <int Rows, bool TransA>
 MTA_TARGET_SGEMM_AVX2 void sgemm_half_avx2(const SgemmTile& t, int half) {
     __m256 acc[Rows][2];
     float* partial = t.partial + 16 * half;
+#pragma GCC unroll 14
     for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 14
         for (int h = 0; h < 2; ++h) acc[r][h] = _mm256_setzero_ps();
     }
     const float* panel = t.panel + 16 * half;
@@ -164,21 +175,28 @@ MTA_TARGET_SGEMM_AVX2 void sgemm_half_avx2(const SgemmTile& t, int half) {
         }
     }
     if (t.resume) {
+#pragma GCC unroll 14
         for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 14
             for (int h = 0; h < 2; ++h) acc[r][h] = _mm256_add_ps(_mm256_loadu_ps(partial + r * t.ldp + 8 * h), acc[r][h]);
         }
     }
     if (!t.finish) {
+#pragma GCC unroll 14
         for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 14
             for (int h = 0; h < 2; ++h) _mm256_storeu_ps(partial + r * t.ldp + 8 * h, acc[r][h]);
         }
         return;
     }
     __m256i mask[2];
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+#pragma GCC unroll 14
     for (int h = 0; h < 2; ++h) mask[h] = _mm256_cmpgt_epi32(_mm256_set1_epi32(t.width - 16 * half - 8 * h), lanes);
     const __m256 alpha = _mm256_set1_ps(t.alpha), beta = _mm256_set1_ps(t.beta);
+#pragma GCC unroll 14
     for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 14
         for (int h = 0; h < 2; ++h) {
             float* c = t.c + r * t.ldc + 16 * half + 8 * h;
             __m256 x = t.alpha == 1.0f ? acc[r][h] : _mm256_mul_ps(alpha, acc[r][h]);
