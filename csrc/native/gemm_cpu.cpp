@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "native/array_args.h"
@@ -236,6 +237,14 @@ template <class T>
 void run_stack_part(const StackJob<T>& j, std::int64_t t) {
     const int ta = j.trans_a ? kTrans : kNoTrans;
     const std::int64_t end = std::min(j.count, (t + 1) * j.per_task);
+    if constexpr (std::is_same_v<T, float>) {  // gemm's float32 kernel, each matrix on this thread
+        for (std::int64_t i = t * j.per_task; i < end; ++i) {
+            run_sgemm(SgemmJob{j.trans_a, j.trans_b, j.m, j.n, j.k, j.lda, j.ldb, j.n, 1.0f, 0.0f,
+                               j.a + j.a_offsets[i], j.b + j.b_offsets[i], j.c + i * j.m * j.n},
+                      false);
+        }
+        return;
+    }
     std::vector<T> packed(j.trans_b ? static_cast<std::size_t>(j.k * j.n) : 0);
     for (std::int64_t i = t * j.per_task; i < end; ++i) {
         const T* b = j.b + j.b_offsets[i];
@@ -344,9 +353,7 @@ bool stacked_gemm(py::handle a_handle, py::handle b_handle, py::handle out_handl
     bool trans_a = false, trans_b = false;
     if (!stack_layout(a, m, k, a_offsets, lda, trans_a) || !stack_layout(b, k, n, b_offsets, ldb, trans_b)) return false;
     if (dtype == Dtype::f32) {
-        const CblasGemm<float> call = sgemm.load();
-        if (call == nullptr) raise_value_error("stacked_gemm: no BLAS is registered (register_blas_gemm)");
-        run_stack(StackJob<float>{call, m, n, k, static_cast<const float*>(a.data()), static_cast<const float*>(b.data()),
+        run_stack(StackJob<float>{nullptr, m, n, k, static_cast<const float*>(a.data()), static_cast<const float*>(b.data()),
                                   static_cast<float*>(const_cast<py::array&>(out).mutable_data()), a_offsets.data(),
                                   b_offsets.data(), lda, ldb, trans_a, trans_b, 1, count});
     } else {

@@ -52,7 +52,8 @@ struct SgemmTile {
     std::int64_t depth;  // k in this block
     std::int64_t lda;
     const float* a;      // op(A) at (the tile's first row, the block's first k)
-    const float* panel;  // the packed panel at the block's first k (kSgemmPanel floats per k)
+    const float* panel;  // op(B)'s panel at the block's first k
+    std::int64_t ldpanel;  // floats between two k of `panel`: kSgemmPanel packed, ldb read in place
     float* partial;      // the tile's running sums between blocks of k
     std::int64_t ldp;    // floats between two rows of `partial`
     float* c;
@@ -84,7 +85,7 @@ void sgemm_tile_scalar(const SgemmTile& t) {
         for (int j = 0; j < t.width; ++j) {  // a padded column's sum is never needed
             float sum = 0.0f;
             for (std::int64_t p = 0; p < t.depth; ++p) {
-                sum = std::fma(sgemm_a<TransA>(t.a, t.lda, r, p), t.panel[p * kSgemmPanel + j], sum);
+                sum = std::fma(sgemm_a<TransA>(t.a, t.lda, r, p), t.panel[p * t.ldpanel + j], sum);
             }
             if (t.resume) sum = t.partial[r * t.ldp + j] + sum;
             if (t.finish) {
@@ -99,38 +100,39 @@ void sgemm_tile_scalar(const SgemmTile& t) {
 
 #if MTA_HAVE_SIMD_TARGETS
 
-// Rows x 32 under AVX-512: 2 registers a row, B's two vectors loaded once per k, A's element
-// broadcast from memory into each FMA.
-template <int Rows, bool TransA>
-MTA_TARGET_SGEMM_AVX512 void sgemm_tile_avx512(const SgemmTile& t) {
-    __m512 acc[Rows][2];
+// Rows x 16 Halves under AVX-512: Halves registers a row, B's vectors loaded once per k, A's
+// element broadcast into them.
+template <int Rows, bool TransA, int Halves>
+MTA_TARGET_SGEMM_AVX512 MTA_ALWAYS_INLINE inline void sgemm_tile512(const SgemmTile& t) {
+    __m512 acc[Rows][Halves];
 #pragma GCC unroll 14
     for (int r = 0; r < Rows; ++r) {
 #pragma GCC unroll 14
-        for (int h = 0; h < 2; ++h) acc[r][h] = _mm512_setzero_ps();
+        for (int h = 0; h < Halves; ++h) acc[r][h] = _mm512_setzero_ps();
     }
     for (std::int64_t p = 0; p < t.depth; ++p) {
-        const __m512 b0 = _mm512_load_ps(t.panel + p * kSgemmPanel);
-        const __m512 b1 = _mm512_load_ps(t.panel + p * kSgemmPanel + 16);
+        __m512 b[Halves];
+#pragma GCC unroll 2
+        for (int h = 0; h < Halves; ++h) b[h] = _mm512_loadu_ps(t.panel + p * t.ldpanel + 16 * h);
 #pragma GCC unroll 14
         for (int r = 0; r < Rows; ++r) {
             const __m512 a = _mm512_set1_ps(sgemm_a<TransA>(t.a, t.lda, r, p));
-            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+#pragma GCC unroll 2
+            for (int h = 0; h < Halves; ++h) acc[r][h] = _mm512_fmadd_ps(a, b[h], acc[r][h]);
         }
     }
     if (t.resume) {
 #pragma GCC unroll 14
         for (int r = 0; r < Rows; ++r) {
 #pragma GCC unroll 14
-            for (int h = 0; h < 2; ++h) acc[r][h] = _mm512_add_ps(_mm512_loadu_ps(t.partial + r * t.ldp + 16 * h), acc[r][h]);
+            for (int h = 0; h < Halves; ++h) acc[r][h] = _mm512_add_ps(_mm512_loadu_ps(t.partial + r * t.ldp + 16 * h), acc[r][h]);
         }
     }
     if (!t.finish) {
 #pragma GCC unroll 14
         for (int r = 0; r < Rows; ++r) {
 #pragma GCC unroll 14
-            for (int h = 0; h < 2; ++h) _mm512_storeu_ps(t.partial + r * t.ldp + 16 * h, acc[r][h]);
+            for (int h = 0; h < Halves; ++h) _mm512_storeu_ps(t.partial + r * t.ldp + 16 * h, acc[r][h]);
         }
         return;
     }
@@ -141,7 +143,7 @@ MTA_TARGET_SGEMM_AVX512 void sgemm_tile_avx512(const SgemmTile& t) {
 #pragma GCC unroll 14
     for (int r = 0; r < Rows; ++r) {
 #pragma GCC unroll 14
-        for (int h = 0; h < 2; ++h) {
+        for (int h = 0; h < Halves; ++h) {
             float* c = t.c + r * t.ldc + 16 * h;
             __m512 x = t.alpha == 1.0f ? acc[r][h] : _mm512_mul_ps(alpha, acc[r][h]);
             if (t.beta != 0.0f) {
@@ -150,6 +152,16 @@ MTA_TARGET_SGEMM_AVX512 void sgemm_tile_avx512(const SgemmTile& t) {
             }
             _mm512_mask_storeu_ps(c, mask[h], x);
         }
+    }
+}
+
+// A panel of C 16 columns wide or less (attention's products of 16-wide heads) takes one register a row.
+template <int Rows, bool TransA>
+MTA_TARGET_SGEMM_AVX512 void sgemm_tile_avx512(const SgemmTile& t) {
+    if (t.width > 16) {
+        sgemm_tile512<Rows, TransA, 2>(t);
+    } else {
+        sgemm_tile512<Rows, TransA, 1>(t);
     }
 }
 
@@ -165,8 +177,8 @@ MTA_TARGET_SGEMM_AVX2 void sgemm_half_avx2(const SgemmTile& t, int half) {
     }
     const float* panel = t.panel + 16 * half;
     for (std::int64_t p = 0; p < t.depth; ++p) {
-        const __m256 b0 = _mm256_load_ps(panel + p * kSgemmPanel);
-        const __m256 b1 = _mm256_load_ps(panel + p * kSgemmPanel + 8);
+        const __m256 b0 = _mm256_loadu_ps(panel + p * t.ldpanel);
+        const __m256 b1 = _mm256_loadu_ps(panel + p * t.ldpanel + 8);
 #pragma GCC unroll 6
         for (int r = 0; r < Rows; ++r) {
             const __m256 a = _mm256_broadcast_ss(&t.a[TransA ? p * t.lda + r : r * t.lda + p]);
@@ -282,6 +294,7 @@ struct SgemmPlan {
     SgemmJob job;
     std::int64_t panels, row_blocks, panels_per_task, column_groups;
     float* packed;  // panels x k x kSgemmPanel
+    bool in_place;  // op(B) read where it lies, not packed
 };
 
 // Panel `panel` of op(B): row p holds op(B)(p, 32 panel ...), zeros past column n.
@@ -325,7 +338,13 @@ void sgemm_task(const SgemmPlan& plan, std::int64_t task) {
                 tile.depth = depth;
                 tile.lda = j.lda;
                 tile.a = j.trans_a ? j.a + p0 * j.lda + row : j.a + row * j.lda + p0;
-                tile.panel = plan.packed + panel * j.k * kSgemmPanel + p0 * kSgemmPanel;
+                if (plan.in_place) {
+                    tile.panel = j.b + p0 * j.ldb + column;
+                    tile.ldpanel = j.ldb;
+                } else {
+                    tile.panel = plan.packed + panel * j.k * kSgemmPanel + p0 * kSgemmPanel;
+                    tile.ldpanel = kSgemmPanel;
+                }
                 tile.partial = partial == nullptr
                                    ? nullptr
                                    : partial + (row - row_begin) * partial_ld + (panel - panel_begin) * kSgemmPanel;
@@ -361,7 +380,11 @@ void run_sgemm(const SgemmJob& job, bool parallel) {
     plan.job = job;
     plan.panels = (job.n + kSgemmPanel - 1) / kSgemmPanel;
     plan.row_blocks = (job.m + kSgemmRowBlock - 1) / kSgemmRowBlock;
-    plan.packed = packed_buffer.get(plan.panels * job.k * kSgemmPanel);
+    // a row-major op(B) whose panels are all whole (32 columns, or a last one of 16 that a tile reads
+    // 16 wide) is read where it lies: the copy cost more than it saved (a weight gradient's
+    // 64 x 1024 x 192: 194 us with it, 148 without; attention's p @ v stack: 54 and 48)
+    plan.in_place = !job.trans_b && job.n % 16 == 0;
+    plan.packed = plan.in_place ? nullptr : packed_buffer.get(plan.panels * job.k * kSgemmPanel);
     parallel = parallel && thread_limit() > 1 && !in_forked_child();
     // several tasks a thread (the faster thread takes more); columns are cut only when there are
     // too few blocks of rows for that. No cut changes a bit.
@@ -372,7 +395,12 @@ void run_sgemm(const SgemmJob& job, bool parallel) {
     }
     plan.panels_per_task = (plan.panels + groups - 1) / groups;
     plan.column_groups = (plan.panels + plan.panels_per_task - 1) / plan.panels_per_task;
-    run_tasks(plan.panels, [](void* context, std::int64_t panel) {
+    if (!parallel) {  // a small product (attention's stacks): no pool round trip
+        for (std::int64_t panel = 0; panel < plan.panels && !plan.in_place; ++panel) sgemm_pack_panel(plan, panel);
+        for (std::int64_t task = 0; task < plan.row_blocks * plan.column_groups; ++task) sgemm_task(plan, task);
+        return;
+    }
+    if (!plan.in_place) run_tasks(plan.panels, [](void* context, std::int64_t panel) {
         sgemm_pack_panel(*static_cast<const SgemmPlan*>(context), panel);
         return false;
     }, &plan, parallel && plan.panels > 1);

@@ -154,8 +154,18 @@ def _attention_operands(dtype):
     return [t.reshape(6, 32, 4, 16).transpose(0, 2, 1, 3) for t in np.split(qkv, 3, axis=2)]
 
 
+def _matrix_by_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """gemm on each pair of matrices, copied C-contiguous: float32's documented order."""
+    a3, b3 = a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:])
+    out = np.empty((a3.shape[0], a.shape[-2], b.shape[-1]), a.dtype)
+    for i in range(a3.shape[0]):
+        K.gemm(out[i], np.ascontiguousarray(a3[i]), False, np.ascontiguousarray(b3[i]), False, 1.0, 0.0)
+    return out.reshape(*a.shape[:-1], b.shape[-1])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_a_stack_is_numpys_matmul_bit_for_bit_in_every_layout(threads, dtype) -> None:
+def test_a_stack_is_gemm_on_each_matrix_bit_for_bit_in_every_layout(threads, dtype) -> None:
+    # float64: NumPy's matmul (the same BLAS calls); float32: gemm's own kernel on each matrix
     q, k, v = _attention_operands(dtype)
     rng = np.random.default_rng(6)
     p = rng.standard_normal((6, 4, 32, 32)).astype(dtype)
@@ -172,7 +182,12 @@ def test_a_stack_is_numpys_matmul_bit_for_bit_in_every_layout(threads, dtype) ->
     for name, (a, b) in pairs.items():
         out = np.full((*a.shape[:-1], b.shape[-1]), np.nan, dtype=dtype)
         assert K.stacked_gemm(a, b, out), name
-        np.testing.assert_array_equal(out, np.matmul(a, b), err_msg=name)
+        expected = np.matmul(a, b) if dtype == np.float64 else _matrix_by_matrix(a, b)
+        np.testing.assert_array_equal(out, expected, err_msg=name)
+        exact = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        magnitude = np.matmul(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
+        unit = np.finfo(dtype).eps / 2
+        assert np.all(np.abs(out - exact) <= (a.shape[-1] + 2) * unit * magnitude), name
     # a matrix of one row or one column NumPy hands to gemv or dot (other bits under Haswell): the
     # same product, within rounding
     degenerate = {
@@ -241,7 +256,7 @@ def test_the_backend_runs_attentions_stacks_natively_and_broadcasts_through_nump
     backend = NumpyBackend()
     q, k, _ = _attention_operands(np.float32)
     k_t = np.swapaxes(k, -1, -2)
-    np.testing.assert_array_equal(backend.batched_matmul(q, k_t), np.matmul(q, k_t))
+    np.testing.assert_array_equal(backend.batched_matmul(q, k_t), _matrix_by_matrix(q, k_t))
     assert ran == [q.shape]
     rng = np.random.default_rng(8)
     a, b = rng.standard_normal((2, 1, 3, 4)), rng.standard_normal((1, 5, 4, 2))  # batch axes broadcast
@@ -266,7 +281,9 @@ def test_a_gemm_in_the_background_writes_gemms_bits_while_the_caller_runs_anothe
         K.gemm(y, x, False, w, False, 1.0, 0.0)  # meanwhile, on the caller's thread
         K.gemm_finish()
         np.testing.assert_array_equal(got, want)
-        np.testing.assert_array_equal(y, x @ w)
+        alone = np.empty((1024, 64), np.float32)
+        K.gemm(alone, x, False, w, False, 1.0, 0.0)
+        np.testing.assert_array_equal(y, alone)
         K.gemm_finish()  # nothing in flight: nothing happens
     finally:
         K.set_native_threads(0)
@@ -299,8 +316,9 @@ def test_without_a_free_helper_or_work_enough_the_gemm_runs_at_once() -> None:
         try:
             m, k, n = shape
             left, right = a[:m, :k].copy(), b[:k, :n].copy()
-            out = np.empty((m, n), np.float32)
+            out, want = np.empty((m, n), np.float32), np.empty((m, n), np.float32)
+            K.gemm(want, left, False, right, False, 1.0, 0.0)
             assert not K.gemm_start(out, left, False, right, False, 1.0, 0.0)
-            np.testing.assert_array_equal(out, left @ right)  # written already
+            np.testing.assert_array_equal(out, want)  # written already
         finally:
             K.set_native_threads(0)

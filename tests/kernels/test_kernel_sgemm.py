@@ -66,6 +66,8 @@ def _defined_order(op_a: np.ndarray, op_b: np.ndarray, c: np.ndarray, alpha: flo
     (15, 40, 33, False, True, 1.0, -0.75),  # a 14-row tile and one more row; a panel and one column
     (1, 257, 17, True, False, -2.0, 1.0),
     (4, 0, 3, False, False, 1.0, 0.5),      # no k: beta * out
+    (3, 300, 48, False, False, 1.0, 1.0),   # b read in place: a panel of 32 and one of 16
+    (2, 40, 16, True, False, 0.25, 0.0),
 ])
 def test_every_element_is_summed_in_the_documented_order(m, k, n, trans_a, trans_b, alpha, beta) -> None:
     rng = np.random.default_rng(m * 1000 + k + n)
@@ -97,7 +99,7 @@ def test_a_product_writes_only_its_own_rows_of_a_larger_buffer() -> None:
     # the column tail of each row is a masked store: one that is not spills into the next row,
     # the last row's into the guard row below
     rng = np.random.default_rng(4)
-    for n in (1, 15, 17, 31, 33, 58):
+    for n in (1, 15, 16, 17, 31, 32, 33, 48, 58):
         buffer = np.full((20, n), 7.0, np.float32)
         a, b = rng.standard_normal((15, 300), np.float32), rng.standard_normal((300, n), np.float32)
         out = buffer[2:17]
@@ -148,6 +150,14 @@ _VARIANTS_PROGRAM = textwrap.dedent("""
                     K.gemm_start(out, a, trans_a, b, trans_b, 1.0, 1.0)  # on a helper, from 2 threads
                     K.gemm_finish()
                     digest.update(out.tobytes())
+        # attention's stacks: q k^T of 16-wide heads sliced out of one qkv product, then p v
+        qkv = rng.standard_normal((8, 32, 3, 4, 16)).astype(np.float32)
+        q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
+        scores = np.empty((8, 4, 32, 32), np.float32)
+        mixed = np.empty((8, 4, 32, 16), np.float32)
+        assert K.stacked_gemm(q, k.transpose(0, 1, 3, 2), scores) and K.stacked_gemm(scores, v, mixed)
+        digest.update(scores.tobytes())
+        digest.update(mixed.tobytes())
         print(threads, digest.hexdigest())
 """)
 
