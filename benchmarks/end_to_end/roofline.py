@@ -4,7 +4,8 @@ the machine's GEMM runs on the model's own shapes, and which share of that limit
 A transformer's micro-batch is GEMMs with a little around them, so the limit is the GEMM's
 rate on the model's shapes (not the CPU's peak): ``gemm_shapes`` lists every forward GEMM
 (M x K @ K x N) and the two of its backward (dX = dY W^T, dW = X^T dY); ``gemm_rate`` times
-them with a given matmul (NumPy's, on the BLAS that NumPy loaded; or PyTorch's) and returns
+them with a given matmul (ours: the backend's, whose float32 products are the native GEMM; NumPy's
+OpenBLAS beside it; or PyTorch's) and returns
 their FLOPs over their seconds. ``micro_batch_flops`` counts the model's FLOPs: those GEMMs
 (3x the forward's) plus the attention's two batched products each way.
 """

@@ -114,7 +114,9 @@ def test_each_side_in_its_own_process_writes_the_ratio_per_k(tmp_path: Path) -> 
         assert math.isfinite(row["cpu_ratio"]["median"]) and row["cpu_ratio"]["median"] > 0
         assert len(row["ms_per_micro_batch_by_position"]["torch"]) == int(k)
     assert "MTA_THREADS=1" in data["thread_settings"]["ours"] and data["thread_settings"]["torch_threads"] == 1
-    assert data["roofline"]["gemm_rates"]["numpy"] > 0 and data["breakdown"]["micro_batches"] == 2
+    rates = data["roofline"]["gemm_rates"]
+    assert rates["ours"] > 0 and rates["numpy"] > 0 and rates["torch"] > 0 and data["breakdown"]["micro_batches"] == 2
+    assert data["roofline"]["limit_flops_per_second"] == max(rates["ours"], rates["torch"])  # NumPy's is not ours
     assert data["blas"]["ours"] and data["torch_blas"]["blas"]
     text = format_versus(payload)
     assert "ours/torch" in text and "kernel" in text and "roofline" in text
