@@ -187,13 +187,14 @@ def erf(x: Array, out: Array) -> None:
     """The erf of the float64 GELU kernels (float64 inside, rounded once to x's dtype), for its accuracy test."""
 
 def register_blas_gemm(sgemm: int, dgemm: int) -> None:
-    """The addresses of the row-major cblas_sgemm and cblas_dgemm (64-bit integers) that gemm calls."""
+    """The addresses of the row-major cblas_sgemm and cblas_dgemm (64-bit integers); gemm calls the dgemm."""
 
 def blas_gemm_registered() -> bool:
     """Whether register_blas_gemm was called."""
 
 def gemm(a: Array, trans_a: bool, b: Array, trans_b: bool, out: Array, alpha: float, beta: float) -> None:
-    """out = alpha op(a) op(b) + beta out: one single-threaded BLAS call, never cut (same bits, any thread count)."""
+    """out = alpha op(a) op(b) + beta out: float32 the native GEMM (one summation order, cut over the pool),
+    float64 one single-threaded BLAS call; the same bits at any thread count."""
 
 def gemm_start(a: Array, trans_a: bool, b: Array, trans_b: bool, out: Array, alpha: float, beta: float) -> bool:
     """gemm handed whole to a pool helper (the same bits): True if it was (gemm_finish before out is read)."""
@@ -202,7 +203,8 @@ def gemm_finish() -> None:
     """Waits for the GEMM gemm_start handed to a helper and lets its arrays go; nothing when none runs."""
 
 def stacked_gemm(a: Array, b: Array, out: Array) -> bool:
-    """out[i] = a[i] @ b[i] over shared batch axes, one BLAS call a matrix on the pool; False: BLAS cannot read a, b."""
+    """out[i] = a[i] @ b[i] over shared batch axes, whole matrices on the pool (float32 gemm's kernel, float64 one
+    BLAS call each); False: a's or b's matrices are neither row- nor column-major."""
 
 def add_row_vector(x: Array, v: Array, out: Array) -> None:
     """out[r, j] = x[r, j] + v[j] for a 2-D x, NumPy's bits (8 B/elem fp32)."""

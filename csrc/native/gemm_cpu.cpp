@@ -372,7 +372,7 @@ bool stacked_gemm(py::handle a_handle, py::handle b_handle, py::handle out_handl
 void bind_gemm(py::module_& m) {
     m.def("gemm_start", &gemm_start, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"),
           py::arg("out"), py::arg("alpha"), py::arg("beta"),
-          R"doc(gemm's product, handed to a pool helper (the same BLAS call: gemm's bits) while the caller goes on:
+          R"doc(gemm's product, handed to a pool helper (on one thread: gemm's bits) while the caller goes on:
 True when it was (call gemm_finish before reading out or changing a or b; gemm_start calls it first),
 False when it ran here already (one thread, the pool busy, under 2^18 multiply-adds). The arrays are held until
 gemm_finish.)doc");
@@ -380,8 +380,8 @@ gemm_finish.)doc");
           R"doc(Waits for the GEMM gemm_start handed to a helper and lets its arrays go; nothing when none runs.)doc");
     m.def("stacked_gemm", &stacked_gemm, py::arg("a"), py::arg("b"), py::arg("out"),
           R"doc(out[i] = a[i] @ b[i] over the shared leading axes of a, b and a C-contiguous out (float32 or float64),
-each product one single-threaded call of the registered BLAS, whole products cut over the native pool (the same
-bits with any thread count). Returns False, writing nothing, when a's or b's matrices are neither row- nor
+whole products cut over the native pool: float32 gemm's own kernel on each, float64 one call of the registered
+BLAS (the same bits with any thread count). Returns False, writing nothing, when a's or b's matrices are neither row- nor
 column-major with a unit stride (the caller then uses NumPy).)doc");
     m.def(
         "register_blas_gemm",
@@ -390,13 +390,15 @@ column-major with a unit stride (the caller then uses NumPy).)doc");
             dgemm.store(reinterpret_cast<CblasGemm<double>>(dgemm_address));
         },
         py::arg("sgemm"), py::arg("dgemm"),
-        R"doc(The addresses of the row-major cblas_sgemm and cblas_dgemm (64-bit integers) that gemm calls.)doc");
+        R"doc(The addresses of the row-major cblas_sgemm and cblas_dgemm (64-bit integers); gemm calls the dgemm.)doc");
     m.def("blas_gemm_registered", []() { return sgemm.load() != nullptr && dgemm.load() != nullptr; },
           R"doc(Whether register_blas_gemm was called.)doc");
     m.def("gemm", &gemm, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"), py::arg("out"),
           py::arg("alpha"), py::arg("beta"),
-          R"doc(out = alpha op(a) op(b) + beta out (op: transposed when trans_*), row-major float32 or float64: one
-single-threaded call of the registered BLAS, never cut (the same bits with any thread count).)doc");
+          R"doc(out = alpha op(a) op(b) + beta out (op: transposed when trans_*), row-major float32 or float64. float32: the
+native GEMM, each element summed in one order (blocks of 256 k, FMA chains from +0, blocks added in order), cut
+over the pool; float64: one single-threaded call of the registered BLAS, never cut. The same bits with any
+thread count.)doc");
 }
 
 }  // namespace minitorch_accum
