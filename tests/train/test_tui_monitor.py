@@ -22,7 +22,7 @@ from minitorch_accum.cli import main
 from minitorch_accum.cli.training_run import build_run
 from minitorch_accum.train import TrainingAborted, TrainingInterrupted
 from minitorch_accum.train.settings import SETTINGS
-from minitorch_accum.train.tui.monitor_app import TrainingMonitor
+from minitorch_accum.train.tui.monitor_app import TrainingEnded, TrainingMonitor
 from minitorch_accum.train.tui.monitor_popup import StopPopup
 from minitorch_accum.train.tui.monitor_progress import (
     CheckpointSaved,
@@ -33,7 +33,7 @@ from minitorch_accum.train.tui.monitor_progress import (
     auto_pace,
 )
 from minitorch_accum.train.tui.monitor_series import RECENT_STEPS
-from minitorch_accum.train.tui.monitor_widgets import MetricPlot, WindowPanel
+from minitorch_accum.train.tui.monitor_widgets import MetricPlot, RunProgress, WindowPanel
 
 K = 4
 SIZE = (100, 30)
@@ -248,6 +248,20 @@ def test_the_eta_is_the_time_per_step_so_far_times_the_steps_left_from_where_the
         assert run_row.endswith("14 of 20 steps 70% ETA 12 s")  # 2 s a step, 6 steps left
         assert _content(feed.app, "#progress")[2] == "pace   full speed (--pace 0)"
         assert _content(feed.app, "#status")[5].startswith("tokens/s   1,014")
+
+    _fed(check)
+
+
+def test_the_end_of_training_while_the_monitor_is_being_taken_down_raises_nothing() -> None:
+    # the suite once saw it: the training thread returned while a test's end unmounted the panels one
+    # by one; the status panel was still there, the progress panel already gone (NoMatches)
+    async def check(feed: _Feed, pilot: Any) -> None:
+        feed.post(RunStarted(20, "fed", num_epochs=1, pace=0.0))
+        await pilot.pause()
+        await feed.app.query_one(RunProgress).remove()
+        feed.post(TrainingEnded())
+        await pilot.pause()
+        assert feed.app.finished
 
     _fed(check)
 

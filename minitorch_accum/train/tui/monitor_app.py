@@ -212,9 +212,13 @@ class TrainingMonitor(App[None]):
     def on_training_ended(self, message: TrainingEnded) -> None:
         self.finished = True
         try:
-            self.query_one(StatusPanel)
-        except NoMatches:  # the monitor closed (q, or a test's end) before the training thread returned
+            self._show_the_end()
+        except NoMatches:
+            # the monitor closed (q, or a test's end) before the training thread returned: its widgets
+            # are gone, or going one by one (a panel found, the next one already unmounted)
             return
+
+    def _show_the_end(self) -> None:
         if isinstance(self.screen, StopPopup):
             self.pop_screen()
         how = ("killed" if self.progress.kill_asked.is_set() else "stopped" if self.progress.stop_asked.is_set()
