@@ -1,5 +1,6 @@
-// The float32 GEMM of our own: C = alpha op(A) op(B) + beta C, row-major; per element it reads
-// 4 B of A and of B for every 2 flops, mostly from L1 and L2 (B packed once, 4 B/elem written).
+// The float32 GEMM of our own: C = alpha op(A) op(B) + beta C, row-major. Per multiply-add it
+// reads an element of A and of B (4 B each), mostly from L1 and L2; C is written once (4 B/elem,
+// read too when beta is not 0), op(B) copied once when it is packed (4 B/elem read and written).
 //
 // Why not OpenBLAS's sgemm: its bits depend on how a product is cut and on the kernel it picked
 // for the CPU (gemm_cpu.cpp has the measurements). Here every element of C is summed in one
@@ -11,15 +12,16 @@
 //     C = C + t         when beta is 1
 //     C = beta * C + t  otherwise (a product, then a sum: two roundings)
 // The vector variants run each chain along k in one SIMD lane, and threads split C by rows and
-// columns, never k: so
-// the bits are the same at any thread count, under AVX-512, AVX2 and the scalar fallback, and
-// under either OpenBLAS kernel (SkylakeX or Haswell), that is on every x86-64 machine. It is
-// also faster than NumPy's OpenBLAS on the models' shapes (docs/kernels.md has the figures).
+// columns, never k. So the bits are the same at any thread count, under AVX-512, AVX2 and the
+// scalar fallback, and under either OpenBLAS kernel (SkylakeX or Haswell): on every x86-64
+// machine. It is also faster than NumPy's OpenBLAS on the models' shapes (docs/kernels.md).
 //
-// Layout (BLIS's loops, without packing A): op(B) is packed once into panels of 32 columns, k
-// rows each, zero-padded; K is cut into blocks of 256 (a panel block of 32 KiB stays in L1 while
-// every row tile of the block passes over it) and rows into blocks of 168 (A's block stays in
-// L2). A tile is 14 rows x 32 columns under AVX-512 (28 accumulators), 6 x 16 under AVX2.
+// Layout (BLIS's loops, without packing A): op(B) is read in panels of 32 columns, k rows each:
+// where it lies when it is row-major and every panel is whole, else copied once into zero-padded
+// panels (by gathers when it is transposed). K is cut into blocks of 256 (a panel's block of
+// 32 KiB stays in L1 while every row tile passes over it) and rows into blocks of 168 (A's block
+// stays in L2). A tile is 14 rows x 32 columns under AVX-512 (28 accumulators; 14 x 16 for a
+// panel of 16 columns or less), 6 x 16 under AVX2, 4 rows under the scalar loop.
 #include "native/sgemm.h"
 
 #include <immintrin.h>
