@@ -17,6 +17,7 @@ pytest.importorskip("textual")
 pytest.importorskip("textual_plotext")
 
 from textual.widget import Widget
+from textual.widgets import Log
 
 from minitorch_accum.cli import main
 from minitorch_accum.cli.training_run import build_run
@@ -262,6 +263,36 @@ def test_the_end_of_training_while_the_monitor_is_being_taken_down_raises_nothin
         feed.post(TrainingEnded())
         await pilot.pause()
         assert feed.app.finished
+
+    _fed(check)
+
+
+@pytest.mark.parametrize("how", ["finished", "stopped", "killed", "failed"])
+def test_the_end_of_training_says_how_the_run_ended_and_only_a_finished_one_stays_open(how: str) -> None:
+    async def check(feed: _Feed, pilot: Any) -> None:
+        exits: list[object] = []
+        feed.app.exit = lambda *args, **kwargs: exits.append(args)  # type: ignore[method-assign]
+        feed.post(RunStarted(4, "fed", num_epochs=1, pace=0.0))
+        await pilot.pause()
+        feed.now += 2.0
+        feed.post(StepDone(_record(1, 1.0)))
+        await pilot.pause()
+        assert _content(feed.app, "#progress")[0].endswith("1 of 4 steps 25% ETA 6 s")
+        if how == "stopped":
+            feed.app.progress.stop_asked.set()
+        elif how == "killed":
+            feed.app.progress.kill_asked.set()
+        elif how == "failed":
+            feed.app.error = RuntimeError("the training thread raised")
+        feed.post(TrainingEnded())
+        await pilot.pause()
+        assert _content(feed.app, "#status")[0] == f"{'mode':<11}{how}"
+        assert _content(feed.app, "#window")[0] == f"run {how} after optimizer step 1"
+        progress = _content(feed.app, "#progress")[0]
+        assert progress.endswith("1 of 4 steps 25% done" if how == "finished" else "1 of 4 steps 25% ETA -")
+        said = feed.app.query_one(Log).lines
+        assert ("training finished: q closes the monitor" in said) == (how == "finished")
+        assert len(exits) == (0 if how == "finished" else 1)  # a finished run waits for q
 
     _fed(check)
 
