@@ -69,11 +69,19 @@ void call_gemm(const GemmJob<T>& j) {
     j.call(kRowMajor, ta, tb, j.m, j.n, j.k, j.alpha, j.a, j.lda, j.b, j.ldb, j.beta, j.c, j.n);
 }
 
-template <class T>
-void run_gemm(const GemmJob<T>& j) {
+// One product: float64 one BLAS call; float32 our own, the pool's helpers joining when `parallel`
+// and the product is large enough to pay for waking them.
+void compute(const GemmJob<double>& j, bool) { call_gemm(j); }
+void compute(const SgemmJob& j, bool parallel) {
+    run_sgemm(j, parallel && j.m * j.n * j.k >= kBackgroundMinMultiplyAdds);
+}
+
+// A product on the calling thread (and free helpers), the GIL released unless it is tiny.
+template <class Job>
+void run_gemm(const Job& j) {
     std::optional<py::gil_scoped_release> nogil;
     if (j.m * j.n * j.k >= 4096) nogil.emplace();
-    call_gemm(j);
+    compute(j, true);
 }
 
 // A GEMM handed to a pool helper while the caller goes on (a weight gradient's GEMM, while the
@@ -95,9 +103,9 @@ BackgroundGemm& background_gemm() {
 bool run_background_gemm(void* context, std::int64_t) {
     auto* state = static_cast<BackgroundGemm*>(context);
     if (state->dtype == Dtype::f32) {
-        run_sgemm(state->f32, false);
+        compute(state->f32, false);  // the helper is the one thread it has
     } else {
-        call_gemm(state->f64);
+        compute(state->f64, false);
     }
     return false;
 }
@@ -185,9 +193,7 @@ void gemm_call(py::handle a_handle, bool trans_a, py::handle b_handle, bool tran
         }
     }
     if (dtype == Dtype::f32) {
-        std::optional<py::gil_scoped_release> nogil;
-        if (m * n * k >= 4096) nogil.emplace();
-        run_sgemm(f32, m * n * k >= kBackgroundMinMultiplyAdds);  // the helpers join as they would for it
+        run_gemm(f32);
     } else {
         run_gemm(f64);
     }

@@ -450,11 +450,6 @@ void run_sgemm(const SgemmJob& job, bool parallel) {
     }
     plan.panels_per_task = (plan.panels + groups - 1) / groups;
     plan.column_groups = (plan.panels + plan.panels_per_task - 1) / plan.panels_per_task;
-    if (!parallel) {  // a small product (attention's stacks): no pool round trip
-        for (std::int64_t panel = 0; panel < plan.panels && !plan.in_place; ++panel) sgemm_pack_panel(plan, panel);
-        for (std::int64_t task = 0; task < plan.row_blocks * plan.column_groups; ++task) sgemm_task(plan, task);
-        return;
-    }
     if (!plan.in_place) run_tasks(plan.panels, [](void* context, std::int64_t panel) {
         sgemm_pack_panel(*static_cast<const SgemmPlan*>(context), panel);
         return false;
