@@ -12,6 +12,11 @@ single-threaded BLAS call made by the native module (``kernels.gemm``; a weight 
 pool helper while the caller goes on), so that one pool, not two taking turns on the same cores,
 runs both the GEMMs and the fused kernels (issue 27; OpenBLAS is then kept at one thread, see
 ``threads.py``). Without it, ctypes calls the BLAS, which threads itself.
+
+float32 products need no BLAS at all: the native module's float32 GEMM is its own, one summation
+order on every machine (``native_gemm_for``). So a NumPy without a bundled OpenBLAS (conda's MKL
+build) gets the same float32 bits as a wheel, and only float64 products there go to its BLAS.
+``MTA_GEMM=scipy`` or ``ctypes`` asks for the BLAS for both dtypes (to compare the routes).
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ import numpy as np
 
 from minitorch_accum import kernels
 
-__all__ = ["K_BLOCK", "MIN_BLOCKED_OUTPUT", "GemmFunction", "find_gemm", "native_gemm", "weight_gradient_blocks"]
+__all__ = ["FIXED_ORDER", "K_BLOCK", "MIN_BLOCKED_OUTPUT", "GemmFunction", "find_gemm", "float32_gemm_route",
+           "native_gemm", "native_gemm_for", "weight_gradient_blocks"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -103,17 +109,48 @@ def native_gemm() -> GemmFunction | None:
     return kernels.gemm
 
 
+#: what ``float32_gemm_route`` says when every float32 product is the native GEMM's
+FIXED_ORDER = "native, one order"
+
+
+def _blas_asked() -> bool:
+    return os.environ.get("MTA_GEMM") in ("scipy", "ctypes")
+
+
+@cache  # asked before every product (NumPy's dtypes are singletons, so the key is cheap)
+def native_gemm_for(dtype: Any) -> GemmFunction | None:
+    """``kernels.gemm`` when the native module runs products of ``dtype`` (its row-major GEMM, and
+    with it ``stacked_gemm`` and ``gemm_start``), else None: float32 needs only the native module,
+    float64 also NumPy's bundled OpenBLAS (``native_gemm``); ``MTA_GEMM=scipy|ctypes`` turns both off."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return kernels.gemm if not _blas_asked() and kernels.float32_gemm_available() else None
+    return native_gemm() if dtype == np.float64 else None
+
+
+def float32_gemm_route() -> str:
+    """Who rounds this process's float32 products: ``FIXED_ORDER`` (the native GEMM, the same bits
+    on every machine) or the BLAS, and why."""
+    if native_gemm_for(np.dtype(np.float32)) is not None:
+        return FIXED_ORDER
+    if _blas_asked():
+        return f"BLAS (MTA_GEMM={os.environ['MTA_GEMM']})"
+    return "BLAS (no native module)"
+
+
 @cache
 def find_gemm(dtype: np.dtype) -> GemmFunction | None:
-    """A row-major GEMM for float32/float64 from NumPy's own BLAS (on the native pool when it
-    can be, else through ctypes), or None when NumPy was not built with a bundled OpenBLAS
-    (then the caller uses SciPy)."""
-    lib = _numpy_openblas()
-    if lib is None or os.environ.get("MTA_GEMM") == "scipy" or np.dtype(dtype) not in (np.float32, np.float64):
+    """A row-major GEMM for float32/float64: the native module's (``native_gemm_for``), else one
+    from NumPy's own BLAS through ctypes; None when neither is here (NumPy without a bundled
+    OpenBLAS: the caller uses SciPy)."""
+    if np.dtype(dtype) not in (np.float32, np.float64) or os.environ.get("MTA_GEMM") == "scipy":
         return None
-    pooled = native_gemm()
+    pooled = native_gemm_for(dtype)
     if pooled is not None:
         return pooled
+    lib = _numpy_openblas()
+    if lib is None:
+        return None
     if dtype == np.float32:
         return _cblas(lib.scipy_cblas_sgemm64_, ctypes.c_float)
     return _cblas(lib.scipy_cblas_dgemm64_, ctypes.c_double)

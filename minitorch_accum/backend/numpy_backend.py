@@ -10,7 +10,7 @@ from scipy.linalg import blas
 
 from minitorch_accum import kernels
 from minitorch_accum.backend.base import Backend
-from minitorch_accum.backend.blas import find_gemm, native_gemm, weight_gradient_blocks
+from minitorch_accum.backend.blas import find_gemm, native_gemm_for, weight_gradient_blocks
 from minitorch_accum.backend.device import Device
 
 __all__ = ["NumpyBackend"]
@@ -72,8 +72,8 @@ class NumpyBackend(Backend):
         np.add.at(target, indices, values)
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        gemm = native_gemm()
-        if gemm is None or a.dtype != b.dtype or a.dtype not in _GEMM or a.ndim != 2 or b.ndim != 2 or not a.size:
+        gemm = native_gemm_for(a.dtype)
+        if gemm is None or a.dtype != b.dtype or a.ndim != 2 or b.ndim != 2 or not a.size:
             return np.matmul(a, b)
         out = np.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
         left, right = _row_major_operand(a), _row_major_operand(b)
@@ -81,11 +81,19 @@ class NumpyBackend(Backend):
         return out
 
     def batched_matmul(self, a: Any, b: Any) -> Any:
-        if (native_gemm() is not None and isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
-                and a.dtype == b.dtype and a.dtype in _GEMM and a.ndim == b.ndim >= 3
-                and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2]):
-            out = np.empty((*a.shape[:-1], b.shape[-1]), dtype=a.dtype)
-            if kernels.stacked_gemm(a, b, out):
+        # every stack the native GEMM can take, so that a float32 product is its bits wherever it is:
+        # batch axes that broadcast are broadcast views (stride 0), matrices of other strides copied
+        if (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
+                and native_gemm_for(a.dtype) is not None and min(a.ndim, b.ndim) >= 2
+                and max(a.ndim, b.ndim) >= 3 and a.shape[-1] == b.shape[-2]):
+            batch = a.shape[:-2]
+            if b.shape[:-2] != batch:
+                batch = np.broadcast_shapes(batch, b.shape[:-2])
+                a = np.broadcast_to(a, (*batch, *a.shape[-2:]))
+                b = np.broadcast_to(b, (*batch, *b.shape[-2:]))
+            out = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=a.dtype)
+            if kernels.stacked_gemm(a, b, out) or (a.shape[-1] and kernels.stacked_gemm(
+                    np.ascontiguousarray(a), np.ascontiguousarray(b), out)):
                 return out
         return np.matmul(a, b)
 
@@ -107,7 +115,7 @@ class NumpyBackend(Backend):
 
     def settle(self) -> None:
         # the native module keeps the one GEMM in flight, whichever backend object started it
-        if native_gemm() is not None:
+        if kernels.float32_gemm_available():
             kernels.gemm_finish()
 
     def gemm_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float, beta: float,
@@ -153,9 +161,9 @@ class NumpyBackend(Backend):
             return False
         return True
 
-    @staticmethod
-    def _gemm_fallback(a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float, beta: float) -> bool:
-        product = np.matmul(a, b).astype(out.dtype, copy=False)
+    def _gemm_fallback(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float, beta: float) -> bool:
+        # an out no GEMM can write in place: the product apart (the native GEMM's bits where it can)
+        product = self.matmul(a, b).astype(out.dtype, copy=False)
         if alpha != 1.0:
             product *= out.dtype.type(alpha)
         if beta == 0.0:

@@ -64,6 +64,7 @@ from minitorch_accum.kernels.fused import (
     softmax_forward,
 )
 from minitorch_accum.kernels.gemm import (
+    float32_gemm_available,
     gemm,
     gemm_available,
     gemm_finish,
@@ -101,6 +102,7 @@ __all__ = [
     "cross_entropy_backward",
     "cross_entropy_forward",
     "embedding_backward",
+    "float32_gemm_available",
     "gelu_backward",
     "gelu_forward",
     "gemm",

@@ -7,7 +7,9 @@ once (a weight gradient's in the background, ``gemm_start``) and on stacks of th
 
 The kernels floor does not look for a BLAS itself: ``backend/blas.py`` finds NumPy's bundled
 OpenBLAS and registers its ``cblas_?gemm`` here (``register_blas_gemm``); until then, or without
-the native module, ``gemm_available()`` is False and the backend calls the BLAS as before.
+the native module, ``gemm_available()`` is False and float64 products go to the BLAS as before.
+float32 needs no BLAS (``float32_gemm_available()``: the native module alone), so a NumPy built
+without a bundled OpenBLAS (MKL, Accelerate) still gets the same float32 bits.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from __future__ import annotations
 from minitorch_accum.kernels.arrays import HostArray
 from minitorch_accum.kernels.dispatch import native, native_available
 
-__all__ = ["gemm", "gemm_available", "gemm_finish", "gemm_start", "register_blas_gemm", "stacked_gemm"]
+__all__ = ["float32_gemm_available", "gemm", "gemm_available", "gemm_finish", "gemm_start", "register_blas_gemm",
+           "stacked_gemm"]
 
 
 def register_blas_gemm(sgemm_address: int, dgemm_address: int) -> bool:
@@ -30,6 +33,12 @@ def register_blas_gemm(sgemm_address: int, dgemm_address: int) -> bool:
 def gemm_available() -> bool:
     """Whether ``gemm`` can run: the native module is here and a BLAS is registered."""
     return native_available() and hasattr(native(), "gemm") and bool(native().blas_gemm_registered())
+
+
+def float32_gemm_available() -> bool:
+    """Whether ``gemm``, ``gemm_start`` and ``stacked_gemm`` can run float32 products: the native
+    module is here (its float32 GEMM is its own, no BLAS registered)."""
+    return native_available() and hasattr(native(), "gemm")
 
 
 def gemm(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: bool, alpha: float, beta: float) -> None:

@@ -247,23 +247,42 @@ def test_a_stack_names_what_does_not_fit(a, b, out, message) -> None:
         K.stacked_gemm(a, b, out)
 
 
-def test_the_backend_runs_attentions_stacks_natively_and_broadcasts_through_numpy(monkeypatch) -> None:
+def test_the_backend_runs_attentions_stacks_natively_and_broadcasts_natively_too(monkeypatch) -> None:
     from minitorch_accum.backend.numpy_backend import NumpyBackend
 
     ran = []
     real = K.stacked_gemm
-    monkeypatch.setattr(K, "stacked_gemm", lambda a, b, out: ran.append(a.shape) or real(a, b, out))
+    monkeypatch.setattr(K, "stacked_gemm", lambda a, b, out: ran.append((a.shape, b.shape)) or real(a, b, out))
     backend = NumpyBackend()
     q, k, _ = _attention_operands(np.float32)
     k_t = np.swapaxes(k, -1, -2)
     np.testing.assert_array_equal(backend.batched_matmul(q, k_t), _matrix_by_matrix(q, k_t))
-    assert ran == [q.shape]
+    assert ran == [(q.shape, k_t.shape)]
     rng = np.random.default_rng(8)
-    a, b = rng.standard_normal((2, 1, 3, 4)), rng.standard_normal((1, 5, 4, 2))  # batch axes broadcast
-    np.testing.assert_array_equal(backend.batched_matmul(a, b), np.matmul(a, b))
-    mixed = backend.batched_matmul(a.astype(np.float32)[:, :1], rng.standard_normal((2, 1, 4, 2)))  # two dtypes
-    assert mixed.dtype == np.float64
-    assert ran == [q.shape]
+    for dtype in (np.float32, np.float64):
+        ran.clear()
+        # batch axes that broadcast, and a matrix times a stack: each pair's product is gemm's, bit for bit
+        a = rng.standard_normal((2, 1, 3, 40)).astype(dtype)
+        for left, right in ((a, rng.standard_normal((1, 5, 40, 7)).astype(dtype)),
+                            (rng.standard_normal((7, 3)).astype(dtype), a[0])):
+            batch = np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
+            want = _matrix_by_matrix(np.broadcast_to(left, (*batch, *left.shape[-2:])),
+                                     np.broadcast_to(right, (*batch, *right.shape[-2:])))
+            got = backend.batched_matmul(left, right)
+            assert got.shape == np.matmul(left, right).shape
+            np.testing.assert_array_equal(got, want)
+        assert ran[0] == ((2, 5, 3, 40), (2, 5, 40, 7))  # the broadcast views, not copies
+        # matrices of no unit stride are copied, then run natively
+        ran.clear()
+        every_other = rng.standard_normal((3, 8, 80)).astype(dtype)[:, :, ::2]
+        w = rng.standard_normal((3, 40, 5)).astype(dtype)
+        np.testing.assert_array_equal(backend.batched_matmul(every_other, w), _matrix_by_matrix(every_other, w))
+        assert len(ran) == 2
+    mixed = backend.batched_matmul(rng.standard_normal((2, 1, 3, 4)).astype(np.float32),
+                                   rng.standard_normal((2, 1, 4, 2)))  # two dtypes: NumPy's promotion
+    assert mixed.dtype == np.float64 and len(ran) == 2
+    empty = backend.batched_matmul(np.ones((2, 3, 0), np.float32), np.ones((2, 0, 4), np.float32))  # k = 0
+    np.testing.assert_array_equal(empty, np.zeros((2, 3, 4), np.float32))
 
 
 # ------------------------------------------------------------------ a GEMM handed to a helper
