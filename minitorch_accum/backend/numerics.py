@@ -30,37 +30,48 @@ float32 2 epochs, final parameters compared bit for bit with ``--threads 1``):
 (1) 103929/105856 differed, 6.1e-5, before the float32 GEMM of our own; (2) equal before it.
 
 Since 2026-12-04 float32 products run the native module's own GEMM (``kernels.gemm``, one
-summation order on every machine), so the chars float32 run no longer depends on the BLAS kernel;
-float64 products still are OpenBLAS's, and so are the float32 products the native GEMM does not
-take (NumPy's matmul where the native module is missing, ``MTA_GEMM=ctypes|scipy``, a stack whose
-batch axes broadcast). The fingerprint does not know which of those a run will meet, so the BLAS
-stays compared for every run: for a float32 model on the native GEMM, a difference of BLAS kernel
-is then said although the bits agree.
+summation order on every machine, with or without NumPy's bundled OpenBLAS; stacks whose batch
+axes broadcast too), so the chars float32 run no longer depends on the BLAS kernel; float64
+products still are OpenBLAS's, and so are float32 products where the native module is missing or
+``MTA_GEMM=ctypes|scipy`` asks for the BLAS. The fingerprint records who rounds float32 products
+(``float32_gemm``: ``FIXED_ORDER`` or ``BLAS (why)``), and a comparison told the dtypes of the
+run's products (``numerics_differences(..., products=)``, the model's parameter dtypes) leaves the
+BLAS out when it rounds none of them: only float32 products, every process on the native GEMM.
+Told nothing, everything is compared (the BLAS may round a float64 product).
 
-So the BLAS library with its kernel and NumPy's SIMD target are compared; thread counts
-(OpenBLAS splits a GEMM's output, never its sums, and the native kernels sum in chunk order
-whatever the threads), the kernel path and the versions are recorded only.
+So the BLAS library with its kernel (where it rounds a product of the run), who rounds float32
+products (where the run has them) and NumPy's SIMD target are compared; thread counts (OpenBLAS
+splits a GEMM's output, never its sums, and the native kernels sum in chunk order whatever the
+threads), the kernel path and the versions are recorded only.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from minitorch_accum import kernels
+import numpy as np
 
-__all__ = ["BIT_IDENTITY_NEEDS", "COMPARED", "BlasLibrary", "NumericsFingerprint", "numerics_differences",
-           "numerics_fingerprint"]
+from minitorch_accum import kernels
+from minitorch_accum.backend.blas import FIXED_ORDER, float32_gemm_route
+
+__all__ = ["BIT_IDENTITY_NEEDS", "COMPARED", "UNRECORDED", "BlasLibrary", "NumericsFingerprint", "compared_fields",
+           "numerics_differences", "numerics_fingerprint"]
 
 #: the fields that change the bits of a run (see the module's table), by the name messages use
-COMPARED = ("BLAS", "NumPy SIMD")
+COMPARED = ("BLAS", "float32 GEMM", "NumPy SIMD")
 
 BIT_IDENTITY_NEEDS = ("bit for bit needs every rank, and the machine a run resumes on, to compute with the same "
-                      "BLAS library and kernel (OpenBLAS picks it for the CPU; OPENBLAS_CORETYPE sets it) and the "
-                      "same NumPy SIMD target (NPY_DISABLE_CPU_FEATURES lowers it); thread counts and the kernel "
-                      "path do not change the bits; otherwise the results are equal up to rounding")
+                      "BLAS library and kernel where the BLAS rounds a product (float64 products, float32 ones "
+                      "without the native GEMM; OpenBLAS picks the kernel for the CPU, OPENBLAS_CORETYPE sets it), "
+                      "the same route for float32 products and the same NumPy SIMD target "
+                      "(NPY_DISABLE_CPU_FEATURES lowers it); thread counts and the kernel path do not change the "
+                      "bits; otherwise the results are equal up to rounding")
+
+#: how a record written before ``float32_gemm`` was kept reads (float32 products then were the BLAS's)
+UNRECORDED = "not recorded (a record of before 2026-12-05)"
 
 _LIBRARY_NAMES = {"openblas": "OpenBLAS", "mkl": "MKL", "blis": "BLIS", "flexiblas": "FlexiBLAS"}
 _OWNERS = ("numpy", "scipy", "torch", "sklearn")
@@ -101,6 +112,7 @@ class NumericsFingerprint:
     numpy_simd: str
     kernel_path: str
     native_threads: int | None
+    float32_gemm: str | None = None  # who rounds float32 products; None: a record of before it was kept
 
     def compared(self) -> dict[str, str]:
         """The fields that change the bits, each in words: ``{"BLAS": "OpenBLAS SkylakeX", ...}``."""
@@ -109,14 +121,14 @@ class NumericsFingerprint:
             blas = kinds[0] if kinds else "none loaded"
         else:  # the libraries use different kernels: say whose is which
             blas = ", ".join(f"{library.computes_with} ({library.owner})" for library in self.blas)
-        return {"BLAS": blas, "NumPy SIMD": self.numpy_simd}
+        return {"BLAS": blas, "float32 GEMM": self.float32_gemm or UNRECORDED, "NumPy SIMD": self.numpy_simd}
 
     def describe(self) -> str:
         """One line: every field, the compared ones first."""
         blas = ", ".join(f"{library.owner}'s {library.described()}" for library in self.blas) or "none loaded"
         native = "" if self.native_threads is None else f" ({_threads(self.native_threads)})"
-        return (f"BLAS {blas}; NumPy {self.numpy} (SIMD {self.numpy_simd}); SciPy {self.scipy or 'not installed'}; "
-                f"kernels {self.kernel_path}{native}")
+        return (f"BLAS {blas}; float32 GEMM {self.float32_gemm or UNRECORDED}; NumPy {self.numpy} "
+                f"(SIMD {self.numpy_simd}); SciPy {self.scipy or 'not installed'}; kernels {self.kernel_path}{native}")
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON: what a checkpoint records and the ranks exchange."""
@@ -134,7 +146,9 @@ class NumericsFingerprint:
         return cls(blas=tuple(_library(entry, position) for position, entry in enumerate(blas)),
                    numpy=_field(record, "numpy", str), scipy=_field(record, "scipy", str, optional=True),
                    numpy_simd=_field(record, "numpy_simd", str), kernel_path=_field(record, "kernel_path", str),
-                   native_threads=_field(record, "native_threads", int, optional=True))
+                   native_threads=_field(record, "native_threads", int, optional=True),
+                   float32_gemm=(_field(record, "float32_gemm", str, optional=True)
+                                 if "float32_gemm" in record else None))
 
 
 def _threads(count: int) -> str:
@@ -162,11 +176,29 @@ def _library(entry: Any, position: int) -> BlasLibrary:
                        threads=_field(entry, "threads", int, where=where))
 
 
-def numerics_differences(fingerprints: Sequence[NumericsFingerprint]) -> dict[str, list[str]]:
+def compared_fields(fingerprints: Sequence[NumericsFingerprint],
+                    products: Iterable[Any] | None = None) -> tuple[str, ...]:
+    """The ``COMPARED`` fields that can change the bits of a run whose products are of the dtypes
+    ``products`` (None: not known, so every one): who rounds float32 products only with float32
+    among them; the BLAS unless it rounds none of them (no float64, and float32 products on the
+    native GEMM in every fingerprint; float16 and bfloat16 products are NumPy's own loops)."""
+    if products is None:
+        return COMPARED
+    names = {np.dtype(dtype).name for dtype in products}
+    float32 = "float32" in names
+    fixed = all(fingerprint.float32_gemm == FIXED_ORDER for fingerprint in fingerprints)
+    blas = "float64" in names or (float32 and not fixed)
+    return tuple(name for name, kept in zip(COMPARED, (blas, float32, True), strict=True) if kept)
+
+
+def numerics_differences(fingerprints: Sequence[NumericsFingerprint],
+                         products: Iterable[Any] | None = None) -> dict[str, list[str]]:
     """For each compared field on which the fingerprints differ: every fingerprint's value, in
-    their order (empty when they all compute alike, whatever their threads or versions)."""
+    their order (empty when they all compute alike, whatever their threads or versions).
+    ``products``: the dtypes of the run's products (its parameters'), which leave out the fields
+    that cannot change its bits (``compared_fields``); None compares every field."""
     values = [fingerprint.compared() for fingerprint in fingerprints]
-    return {name: [v[name] for v in values] for name in COMPARED
+    return {name: [v[name] for v in values] for name in compared_fields(fingerprints, products)
             if any(v[name] != values[0][name] for v in values)}
 
 
@@ -193,7 +225,6 @@ def _numpy_simd() -> str:
 
 def numerics_fingerprint() -> NumericsFingerprint:
     """This process's fingerprint now (SciPy's BLAS is always listed: backend/numpy_backend.py loads it)."""
-    import numpy as np
     import scipy
     from threadpoolctl import threadpool_info
 
@@ -205,4 +236,4 @@ def numerics_fingerprint() -> NumericsFingerprint:
         key=lambda library: (library.owner, library.library)))
     return NumericsFingerprint(blas=blas, numpy=np.__version__, scipy=scipy.__version__,
                                numpy_simd=_numpy_simd(), kernel_path=kernels.kernel_path(),
-                               native_threads=kernels.native_threads())
+                               native_threads=kernels.native_threads(), float32_gemm=float32_gemm_route())

@@ -92,8 +92,9 @@ def explain_window(dataset: str, k: int, micro_batch: int, reduction: str, fusio
         collective = {"describe": reducer.describe(acc.store), "bytes": reducer.last.bytes,
                       "seconds": reducer.last.seconds, "buckets": len(reducer.last.buckets)}
     numerics = numerics_fingerprint()
+    products = {p.data.dtype for p in model.parameters()}  # the dtypes its products round in
     return {"micro": micro, "trace": acc.trace, "scale": scale, "items": total_items,
-            "numerics": numerics.describe(), "rank_numerics": compare_rank_numerics(comm, numerics),
+            "numerics": numerics.describe(), "rank_numerics": compare_rank_numerics(comm, numerics, products=products),
             "used": window.stop - window.first, "differences": check.differences, "task": task.description,
             "rank": comm.rank, "world_size": comm.world_size, "collective": collective, "check": check,
             "micro_batches": len(loader), "optimizer": type(step).__name__}

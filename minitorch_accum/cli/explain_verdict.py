@@ -17,8 +17,9 @@ A cause is named when removing it closes the gap to rounding: five in all. The a
 it: the gradient of a sum of losses is the sum of the micro-batch gradients, so the window's
 raw sum is the big batch's whatever the split; only the normalization differs, as long as
 each item's loss depends on that item alone. "Within rounding" is not "bit for bit": that needs
-the same BLAS kernel and NumPy SIMD target everywhere (``numerics_lines`` says it, with what this
-process computes with and whether the ranks differ).
+the same NumPy SIMD target and, where the BLAS rounds a product (float64), the same BLAS kernel
+everywhere (``numerics_lines`` says it, with what this process computes with and whether the
+ranks differ).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ equal to one process up to rounding): it returns one line saying so, or, strict,
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from minitorch_accum.backend.numerics import BIT_IDENTITY_NEEDS, NumericsFingerprint, numerics_differences
@@ -124,11 +124,13 @@ def check_ranks_agree(comm: Communicator, description: Mapping[str, Any], what: 
             "does this)", comm)
 
 
-def describe_rank_numerics(every: list[NumericsFingerprint]) -> list[str]:
+def describe_rank_numerics(every: list[NumericsFingerprint], products: Iterable[Any] | None = None) -> list[str]:
     """One phrase per compared numerics field on which the ranks differ, each group of ranks with
-    what it computes with: ``BLAS: rank 0 computes with OpenBLAS Haswell, rank 1 with OpenBLAS SkylakeX``."""
+    what it computes with: ``BLAS: rank 0 computes with OpenBLAS Haswell, rank 1 with OpenBLAS SkylakeX``;
+    ``products``, the dtypes of the run's products, leaves out what cannot change its bits
+    (``numerics_differences``)."""
     phrases = []
-    for name, values in numerics_differences(every).items():
+    for name, values in numerics_differences(every, products).items():
         groups: dict[str, list[int]] = {}
         for rank, value in enumerate(values):
             groups.setdefault(value, []).append(rank)
@@ -138,14 +140,17 @@ def describe_rank_numerics(every: list[NumericsFingerprint]) -> list[str]:
     return phrases
 
 
-def compare_rank_numerics(comm: Communicator, fingerprint: NumericsFingerprint, strict: bool = False) -> str | None:
+def compare_rank_numerics(comm: Communicator, fingerprint: NumericsFingerprint, strict: bool = False,
+                          products: Iterable[Any] | None = None) -> str | None:
     """None when every rank computes alike (or in one process); else one line naming each differing
     field and its ranks, or, ``strict``, RanksComputeDifferentlyError on every rank. Every rank
-    takes part (one all-gather pair) and gets the same answer."""
+    takes part (one all-gather pair) and gets the same answer. ``products``: the dtypes of the
+    run's products (its parameters'), so that a float32 run on the native GEMM is not told of a
+    BLAS that rounds none of them."""
     if comm.world_size == 1:
         return None
     every = [NumericsFingerprint.from_dict(record) for record in gather_json(comm, fingerprint.as_dict())]
-    phrases = describe_rank_numerics(every)
+    phrases = describe_rank_numerics(every, products)
     if not phrases:
         return None
     if strict:
@@ -153,4 +158,5 @@ def compare_rank_numerics(comm: Communicator, fingerprint: NumericsFingerprint, 
             f"strict numerics (--strict-numerics): the {comm.world_size} data-parallel ranks compute differently: "
             f"{' | '.join(phrases)}; {BIT_IDENTITY_NEEDS}", comm)
     return (f"numerics: {' | '.join(phrases)}: the run equals one process up to rounding, not bit for bit "
-            "(start every rank with the same BLAS kernel and NumPy SIMD target; --strict-numerics refuses)")
+            "(start every rank with the same BLAS kernel, float32 GEMM and NumPy SIMD target; --strict-numerics "
+            "refuses)")

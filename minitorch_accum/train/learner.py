@@ -254,7 +254,8 @@ class Learner:
         alerts: list[str] = []  # said whatever the progress display (``numerics: ...``)
         if self.world_size > 1:  # before the first collective that ranks of different runs would not match
             check_ranks_agree(self.comm, describe_run(self.parts, train_loader, resume))
-            differs = compare_rank_numerics(self.comm, self.checkpoints.numerics, config.strict_numerics)
+            differs = compare_rank_numerics(self.comm, self.checkpoints.numerics, config.strict_numerics,
+                                            products={p.data.dtype for p in self.parts.model.parameters()})
             if differs is not None:
                 alerts.append(differs)
         start_epoch, start_batch = 0, 0

@@ -224,7 +224,8 @@ class LearnerCheckpoints:
         if state.get("numerics") is None:
             return None
         saved = NumericsFingerprint.from_dict(state["numerics"])  # checked with the record
-        differences = numerics_differences([saved, self.numerics])
+        # the fields that can change this run's bits: its products are of its parameters' dtypes
+        differences = numerics_differences([saved, self.numerics], {p.data.dtype for p in self.run.model.parameters()})
         if not differences:
             return None
         what = "; ".join(f"{name}: this checkpoint was written with {old}, this machine computes with {new}"

@@ -12,7 +12,9 @@ import sys
 
 import pytest
 
+from minitorch_accum.backend.blas import FIXED_ORDER
 from minitorch_accum.backend.numerics import (
+    UNRECORDED,
     BlasLibrary,
     NumericsFingerprint,
     numerics_differences,
@@ -74,6 +76,7 @@ def test_another_blas_kernel_or_numpy_simd_target_is_named_in_words() -> None:
     (lambda r: r["blas"][0].pop("threads"), "lacks 'blas[0].threads'"),
     (lambda r: r["blas"].__setitem__(0, 7), "blas[0] is 7, not an object"),
     (lambda r: r.__setitem__("native_threads", "2"), "'native_threads' is '2', not int"),
+    (lambda r: r.__setitem__("float32_gemm", 5), "'float32_gemm' is 5, not str"),
 ])
 def test_a_damaged_record_is_refused_naming_the_field(change: object, named: str) -> None:
     record = SKYLAKE.as_dict()
@@ -111,3 +114,55 @@ def test_openblas_coretype_and_numpy_cpu_features_show_in_the_fingerprint() -> N
     lowered = _fingerprint_in_a_child(OPENBLAS_CORETYPE="Haswell", NPY_DISABLE_CPU_FEATURES=",".join(dispatched))
     assert lowered.numpy_simd.startswith("baseline")
     assert numerics_differences([haswell, lowered]) == {"NumPy SIMD": [dispatched[-1], lowered.numpy_simd]}
+
+
+def test_who_rounds_float32_products_is_recorded_and_read_back() -> None:
+    here = numerics_fingerprint()
+    assert here.float32_gemm == FIXED_ORDER  # the native module is here, MTA_GEMM unset
+    assert f"float32 GEMM {FIXED_ORDER};" in here.describe()
+    assert NumericsFingerprint.from_dict(here.as_dict()).float32_gemm == FIXED_ORDER
+    old = here.as_dict()
+    del old["float32_gemm"]  # a checkpoint written before the field was kept
+    assert NumericsFingerprint.from_dict(old).float32_gemm is None
+    assert f"float32 GEMM {UNRECORDED};" in NumericsFingerprint.from_dict(old).describe()
+
+
+FIXED = dataclasses.replace(SKYLAKE, float32_gemm=FIXED_ORDER)
+HASWELL_FIXED = _kernel(FIXED, "Haswell")
+
+
+def test_a_blas_kernel_that_rounds_none_of_a_float32_runs_products_is_no_difference() -> None:
+    import ml_dtypes
+    import numpy as np
+
+    float32 = [np.dtype(np.float32)]
+    assert numerics_differences([HASWELL_FIXED, FIXED], float32) == {}
+    assert numerics_differences([HASWELL_FIXED, FIXED], [np.float32, np.float32]) == {}
+    # 16-bit products are NumPy's own loops, not the BLAS's
+    assert numerics_differences([HASWELL_FIXED, FIXED], [np.dtype(ml_dtypes.bfloat16), np.float16]) == {}
+    # NumPy's SIMD target still counts for them
+    lower = dataclasses.replace(HASWELL_FIXED, numpy_simd="X86_V3")
+    assert numerics_differences([lower, FIXED], float32) == {"NumPy SIMD": ["X86_V3", "AVX512_SPR"]}
+
+
+def test_the_blas_counts_where_it_rounds_a_product_of_the_run() -> None:
+    import numpy as np
+
+    blas = {"BLAS": ["OpenBLAS Haswell", "OpenBLAS SkylakeX"]}
+    # float64 products are the BLAS's, whatever float32's route
+    assert numerics_differences([HASWELL_FIXED, FIXED], [np.float64]) == blas
+    assert numerics_differences([HASWELL_FIXED, FIXED], [np.float32, np.float64]) == blas
+    # dtypes not told: every field
+    assert numerics_differences([HASWELL_FIXED, FIXED]) == blas
+    # one process hands float32 to the BLAS: the route differs and the BLAS counts
+    scipy_route = dataclasses.replace(HASWELL_FIXED, float32_gemm="BLAS (MTA_GEMM=scipy)")
+    assert numerics_differences([scipy_route, FIXED], [np.float32]) == {
+        **blas, "float32 GEMM": ["BLAS (MTA_GEMM=scipy)", FIXED_ORDER]}
+    # ... even on one kernel, where only the route differs
+    assert numerics_differences([_kernel(scipy_route, "SkylakeX"), FIXED], [np.float32]) == {
+        "float32 GEMM": ["BLAS (MTA_GEMM=scipy)", FIXED_ORDER]}
+    # a float64 run does not care who would round float32 products
+    assert numerics_differences([_kernel(scipy_route, "SkylakeX"), FIXED], [np.float64]) == {}
+    # a record of before the field: float32 products were the BLAS's then
+    old = dataclasses.replace(HASWELL_FIXED, float32_gemm=None)
+    assert numerics_differences([old, FIXED], [np.float32]) == {**blas, "float32 GEMM": [UNRECORDED, FIXED_ORDER]}

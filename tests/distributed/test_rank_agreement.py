@@ -166,9 +166,9 @@ def _openblas_kernels() -> tuple[str, str]:
 @pytest.mark.mpi
 @pytest.mark.parametrize("strict", [False, True], ids=["says-so", "strict-refuses"])
 def test_ranks_on_other_blas_kernels_are_told(tmp_path: Path, strict: bool, report: list[str]) -> None:
-    # the launch: OPENBLAS_CORETYPE on one rank alone; the parameters then differ by ~1e-16
+    # the launch: OPENBLAS_CORETYPE on one rank alone; float64 parameters then differ by ~1e-16
     picked, forced = _openblas_kernels()
-    options = ["--strict-numerics"] if strict else []
+    options = ["--dtype", "float64", *(["--strict-numerics"] if strict else [])]
     result = run_programs([[*TRAIN, "--accum", "4", *options, "--out", str(tmp_path / "a")],
                            [*TRAIN, "--accum", "4", *options, "--out", str(tmp_path / "b")]], timeout=60,
                           environments=[{"OPENBLAS_CORETYPE": forced}, {"OPENBLAS_CORETYPE": None}])
@@ -185,6 +185,29 @@ def test_ranks_on_other_blas_kernels_are_told(tmp_path: Path, strict: bool, repo
     assert result.returncode == 0, result.stderr[-3000:]
     # rank 0 alone says it, once, on stderr (--progress none shows nothing else), and the run goes on
     assert lines == [f"[0] numerics: {named}: the run equals one process up to rounding, not bit for bit (start "
-                     "every rank with the same BLAS kernel and NumPy SIMD target; --strict-numerics refuses)"], lines
+                     "every rank with the same BLAS kernel, float32 GEMM and NumPy SIMD target; --strict-numerics "
+                     "refuses)"], lines
     assert (tmp_path / "a" / "final.safetensors").exists()
     report.append(f"ranks on OpenBLAS {forced} and {picked}: {lines[0][:100]}...")
+
+
+@pytest.mark.mpi
+def test_float32_ranks_on_other_blas_kernels_hear_no_alarm_and_get_the_same_bits(tmp_path: Path,
+                                                                                  report: list[str]) -> None:
+    load_file = pytest.importorskip("safetensors.numpy").load_file
+    # float32 products are the native GEMM's, one order on every kernel: no BLAS rounds them, so the
+    # kernel is no difference (strictness included) and the run is the one of ranks on one kernel
+    picked, forced = _openblas_kernels()
+    finals = []
+    for name, forced_on_rank_0 in (("mixed", forced), ("alike", None)):
+        out = tmp_path / name
+        result = run_programs([[*TRAIN, "--accum", "4", "--strict-numerics", "--out", str(out / "a")],
+                               [*TRAIN, "--accum", "4", "--strict-numerics", "--out", str(out / "b")]], timeout=60,
+                              environments=[{"OPENBLAS_CORETYPE": forced_on_rank_0}, {"OPENBLAS_CORETYPE": None}])
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "numerics" not in result.stdout + result.stderr, result.stderr[-3000:]
+        finals.append(load_file(out / "a" / "final.safetensors"))
+    assert finals[0].keys() == finals[1].keys() and len(finals[0]) >= 2
+    for name, value in finals[0].items():
+        assert value.dtype == np.float32 and value.tobytes() == finals[1][name].tobytes(), name
+    report.append(f"float32 ranks on OpenBLAS {forced} and {picked}: no alarm, the same final bytes as ranks alike")

@@ -8,22 +8,26 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from minitorch_accum import optim
+from minitorch_accum.backend.blas import FIXED_ORDER
 from minitorch_accum.backend.numerics import NumericsFingerprint, numerics_fingerprint
-from minitorch_accum.data import DataLoader
-from minitorch_accum.train import SettingsMismatchError
+from minitorch_accum.data import ArrayDataset, DataLoader
+from minitorch_accum.train import SettingsMismatchError, TrainingInterrupted
 from minitorch_accum.train.checkpoint.record import record_checksum
+from tests.train.stopping_models import StopAt, send
 from tests.train.test_learner import dataset, model
 from tests.train.test_resume_guards import _builder, _interrupted_run
 
 
-def _elsewhere(monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
-    """Make this process's fingerprint another BLAS kernel's; (the checkpoint's BLAS, this 'machine's')."""
+def _elsewhere(monkeypatch: pytest.MonkeyPatch, **also: str) -> tuple[str, str]:
+    """Make this process's fingerprint another BLAS kernel's (and ``also`` its other fields); (the
+    checkpoint's BLAS, this 'machine's')."""
     here = numerics_fingerprint()
     kernel = "Sandybridge" if any(library.kernel == "Haswell" for library in here.blas) else "Haswell"
-    other = dataclasses.replace(here, blas=tuple(dataclasses.replace(b, kernel=kernel) for b in here.blas))
+    other = dataclasses.replace(here, blas=tuple(dataclasses.replace(b, kernel=kernel) for b in here.blas), **also)
     monkeypatch.setattr("minitorch_accum.train.resume.numerics_fingerprint", lambda: other)
     return here.compared()["BLAS"], other.compared()["BLAS"]
 
@@ -86,3 +90,44 @@ def test_a_checkpoint_that_recorded_no_numerics_resumes_silently_even_when_stric
     _elsewhere(monkeypatch)
     assert _resume(tmp_path, strict=True).step == 10
     assert "numerics" not in capsys.readouterr().out
+
+
+def _float32_data() -> ArrayDataset:
+    x, y = dataset().arrays
+    return ArrayDataset(x.astype(np.float32), y)
+
+
+def _interrupted_float32_run(directory: Path) -> None:
+    learner = _builder(directory).build(StopAt(model("float32"), 3, send(2)), optim.AdamW(lr=0.01))
+    with pytest.raises(TrainingInterrupted):
+        learner.fit(DataLoader(_float32_data(), 10))
+
+
+def _resume_float32(directory: Path, strict: bool) -> object:
+    learner = _builder(directory).strict_numerics(strict).build(model("float32"), optim.AdamW(lr=0.01))
+    learner.fit(DataLoader(_float32_data(), 10), resume=True)
+    return learner
+
+
+def test_a_float32_run_resumes_on_another_blas_kernel_silently_even_when_strict(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    # its products are the native GEMM's on both sides: no BLAS rounds any of them
+    _interrupted_float32_run(tmp_path)
+    capsys.readouterr()
+    _elsewhere(monkeypatch)
+    assert _resume_float32(tmp_path, strict=True).step == 10
+    said = capsys.readouterr()
+    assert "resumed from step" in said.out and "numerics" not in said.out + said.err
+
+
+def test_a_float32_run_resumed_where_the_blas_rounds_float32_is_told_both(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    _interrupted_float32_run(tmp_path)
+    capsys.readouterr()
+    saved, now = _elsewhere(monkeypatch, float32_gemm="BLAS (MTA_GEMM=scipy)")
+    _resume_float32(tmp_path, strict=False)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "numerics" in line]
+    assert lines == [f"numerics: BLAS: this checkpoint was written with {saved}, this machine computes with {now}; "
+                     f"float32 GEMM: this checkpoint was written with {FIXED_ORDER}, this machine computes with "
+                     "BLAS (MTA_GEMM=scipy): the resumed run equals an uninterrupted one up to rounding, not bit for "
+                     "bit (--strict-numerics refuses)"]
