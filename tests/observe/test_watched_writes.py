@@ -69,7 +69,7 @@ def test_a_gemm_that_falls_back_to_a_product_is_heard_as_materialized(monkeypatc
     x, y = data()
     backend = type(next(iter(model.parameters())).backend)
     monkeypatch.setattr(backend, "gemm_into", lambda self, a, b, out, alpha, beta:
-                        NumpyBackend._gemm_fallback(a, b, out, alpha, beta))
+                        NumpyBackend._gemm_fallback(self, a, b, out, alpha, beta))
     recorder = Recorder()
     store = ArenaStore(list(model.named_parameters()), "float64")
     store.micro_batch(summed_loss(model, x[:4], y[:4], "float64"), None, 1.0, TracedWrites(store, recorder))
