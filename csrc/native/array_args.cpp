@@ -92,8 +92,17 @@ void CallArrays::require_disjoint() const {
     spans.reserve(entries_.size());
     for (std::size_t i = 0; i < entries_.size(); ++i) {
         const py::array& a = entries_[i].array;
-        const auto begin = reinterpret_cast<std::uintptr_t>(a.data());
-        if (a.nbytes() > 0) spans.push_back(Span{begin, begin + static_cast<std::uintptr_t>(a.nbytes()), i});
+        if (a.nbytes() == 0) continue;
+        // the bytes the strides reach, not nbytes from the first: a broadcast view (stride 0) reaches
+        // fewer, a strided or negatively strided one more, or some before its first element
+        std::intptr_t low = 0, high = 0;
+        for (py::ssize_t axis = 0; axis < a.ndim(); ++axis) {
+            const std::intptr_t reach = static_cast<std::intptr_t>(a.shape(axis) - 1) * a.strides(axis);
+            (reach < 0 ? low : high) += reach;
+        }
+        const auto first = reinterpret_cast<std::uintptr_t>(a.data());
+        spans.push_back(Span{first + static_cast<std::uintptr_t>(low),
+                             first + static_cast<std::uintptr_t>(high + a.itemsize()), i});
     }
     std::sort(spans.begin(), spans.end(),
               [](const Span& x, const Span& y) { return x.begin != y.begin ? x.begin < y.begin : x.index < y.index; });

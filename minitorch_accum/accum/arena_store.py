@@ -31,8 +31,10 @@ window around it (counts, items, normalization, loss scale) is the Accumulator's
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any, cast
 
 import numpy as np
@@ -76,6 +78,17 @@ _STOCHASTIC_WRITES: dict[tuple[bool, bool], tuple[str, Callable[..., None]]] = {
 }
 #: how a bfloat16 arena rounds each sum: the choices of ``rounding``
 ROUNDINGS = ("nearest", "stochastic")
+
+
+@cache
+def _takes_background(gemm_into: Callable[..., bool]) -> bool:
+    """Whether a Backend's ``gemm_into`` takes ``background`` (one written to the interface before it
+    did takes five arguments: its GEMMs then run on the calling thread, as they did)."""
+    try:
+        parameters = inspect.signature(gemm_into).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: call it as the interface was
+        return False
+    return any(p.name == "background" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 class ArenaStore:
@@ -218,7 +231,7 @@ class ArenaStore:
         on the window's first write, 1 after); returns what wrote it."""
         self._settle()
         first = not self.holds(leaf)
-        if self._overlap:
+        if self._overlap and _takes_background(type(leaf.backend).gemm_into):
             fused = leaf.backend.gemm_into(a, b, self.arena.view(leaf), alpha=self._scale,
                                            beta=0.0 if first else 1.0, background=True)
             self._in_flight = leaf.backend

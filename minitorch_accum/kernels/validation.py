@@ -126,10 +126,12 @@ class CallArrays:
         """
         spans = []
         for index, (_, a, _) in enumerate(self.entries):
-            nbytes = int(a.size) * a.dtype.itemsize
-            if nbytes:
-                begin = _address(a)
-                spans.append((begin, index, begin + nbytes))
+            if a.size:
+                # the bytes the strides reach (a broadcast view fewer than nbytes, a strided one more)
+                reaches = [(n - 1) * stride for n, stride in zip(a.shape, a.strides, strict=True)]
+                first = _address(a)
+                spans.append((first + sum(r for r in reaches if r < 0), index,
+                              first + sum(r for r in reaches if r > 0) + a.dtype.itemsize))
         spans.sort()
         farthest_written: tuple[int, int, int] | None = None
         farthest: tuple[int, int, int] | None = None

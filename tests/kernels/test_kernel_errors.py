@@ -285,3 +285,37 @@ def test_optimizer_steps_refuse_a_non_finite_scalar_on_every_path(bad: float) ->
         kind, text = _error_on_every_path(call)
         assert kind is ValueError and text == f"{message} must be finite, got {bad!r}", text
     assert np.all(p == 1.0) and np.all(m == 1.0) and np.all(v == 1.0)  # nothing was written
+
+
+def test_the_overlap_check_reads_the_bytes_a_strided_view_reaches() -> None:
+    # spans from the strides, not nbytes from the first element: a broadcast view reaches fewer bytes,
+    # a reversed one reaches bytes before its first element
+    from minitorch_accum.kernels.validation import CallArrays
+
+    base = np.zeros(1000)
+    broadcast = np.broadcast_to(base[:120].reshape(3, 40), (5, 3, 40))  # 600 elements over 120 of memory
+    after = base[200:305].reshape(5, 3, 7)  # past the 120, inside the 600
+    reversed_ = base[100::-1][:80]  # base[100] down to base[21]
+    before = base[:30]  # base[21:30] is inside it
+    # Python's check (the reference and emulated paths, CuPy)
+    calls = CallArrays("k")
+    calls.add("a", broadcast, False)
+    calls.add("out", after, True)
+    calls.require_disjoint()
+    calls = CallArrays("k")
+    calls.add("a", reversed_, False)
+    calls.add("out", before, True)
+    with pytest.raises(ValueError, match=r"k: a \(shape \(80,\), float64\) and out \(shape \(30,\), float64\) share"):
+        calls.require_disjoint()
+    if not K.float32_gemm_available():
+        return
+    # the native module's: a stack with broadcast batch axes writes next to its operand
+    base = np.zeros(1000, np.float32)
+    broadcast = np.broadcast_to(base[:120].reshape(3, 40), (5, 3, 40))
+    weights = np.broadcast_to(base[400:680].reshape(40, 7), (5, 40, 7))
+    after = base[200:305].reshape(5, 3, 7)
+    assert K.stacked_gemm(broadcast, weights, after)
+    np.testing.assert_array_equal(after, 0.0)
+    b = np.ones((3, 30, 4), np.float32)
+    with pytest.raises(ValueError, match=r"stacked_gemm: a .* and out .* share memory"):
+        K.stacked_gemm(base[120:30:-1].reshape(3, 1, 30), b, base[40:52].reshape(3, 1, 4))  # 40-51 in 31-120
