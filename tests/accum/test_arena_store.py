@@ -256,15 +256,35 @@ def test_each_pass_over_the_window_is_announced_to_the_recorder_with_what_it_cov
 
 
 def test_a_gemm_bound_is_the_scale_times_the_factors_norms_summed_over_micro_batches() -> None:
-    layer = nn.Linear(4, 2, bias=False, dtype="float64", rng=np.random.default_rng(0))
-    x = np.random.default_rng(1).normal(size=(10, 4))
+    # a wide layer, few rows: the factors (rows x (64 + 32)) are a smaller read than the view (64 x 32)
+    layer = nn.Linear(64, 32, bias=False, dtype="float64", rng=np.random.default_rng(0))
+    x = np.random.default_rng(1).normal(size=(10, 64))
     store = ArenaStore(list(layer.named_parameters()), "float64")
     expected = 0.0
     for part, scale in ((slice(0, 3), 0.5), (slice(3, 10), -2.0)):
         store.micro_batch(layer(mta.tensor(x[part])).sum(), None, scale)  # dW = x^T @ ones
         rows = part.stop - part.start
-        expected += abs(scale) * np.linalg.norm(x[part]) * np.sqrt(rows * 2)
+        expected += abs(scale) * np.linalg.norm(x[part]) * np.sqrt(rows * 32)
         assert store.gemm_bounds()[0] == pytest.approx(expected, rel=1e-13)
+    ((param, view),) = store.views()
+    assert store.bound_is_safe(param, view)
+
+
+@pytest.mark.parametrize("rows", [21, 40])
+def test_where_the_factors_are_the_larger_read_no_bound_is_kept_and_the_view_is_read(rows: int) -> None:
+    # 64 x 32 = 2048 view elements; the factors hold rows x 96: 2016 at 21 rows (a bound), 3840 at 40
+    layer = nn.Linear(64, 32, bias=False, dtype="float64", rng=np.random.default_rng(0))
+    store = ArenaStore(list(layer.named_parameters()), "float64")
+    store.recorder = PassRecorder()
+    store.micro_batch(layer(mta.tensor(np.ones((rows, 64)))).sum(), None, 1.0)
+    store.micro_batch(layer(mta.tensor(np.ones((3, 64)))).sum(), None, 1.0)  # a bound added to inf is inf
+    ((param, view),) = store.views()
+    assert store.bound_is_safe(param, view) is (rows == 21)
+    assert bool(store.gemm_bounds()[0] == np.inf) is (rows == 40)
+    assert store.finite_check() is True
+    read = [names for names, _ in store.recorder.passes if names == [("weight", "finite_check")]]
+    assert len(read) == (rows == 40)
+    np.testing.assert_array_equal(view, np.full((64, 32), rows + 3.0))
 
 
 def test_a_gemm_view_its_bound_cannot_prove_finite_is_read_and_found_finite() -> None:
@@ -283,13 +303,17 @@ def test_a_gemm_view_its_bound_cannot_prove_finite_is_read_and_found_finite() ->
 
 
 def overflowed_gemm_store() -> tuple[list, ArenaStore]:
-    """A float32 GEMM sum 4 x 1e38 that overflowed just past float32's max (3.4e38): its bound is 4e38."""
-    layer = nn.Linear(1, 1, bias=False)
+    """A float32 GEMM sum 3 x 1.2e38 that overflowed just past float32's max (3.4e38), under a bound
+    (a layer of 8 x 8 weights, its gradient from 3 rows: the factors are the smaller read)."""
+    layer = nn.Linear(8, 8, bias=False)
     layer.weight.data[...] = 0.5
     named = list(layer.named_parameters())
     store = ArenaStore(named)
-    store.micro_batch(layer(mta.tensor(np.full((4, 1), 1e38), dtype="float32")).sum(), None, 1.0)
-    assert store.gemm_bounds()[0] == pytest.approx(4e38, rel=1e-6)
+    x = np.zeros((3, 8))
+    x[:, 0] = 1.2e38
+    store.micro_batch(layer(mta.tensor(x, dtype="float32")).sum(), None, 1.0)  # dW[0, j] = 3.6e38
+    # ||x||_F ||ones||_F (1.2e38 is 1.19999998e38 in float32)
+    assert store.gemm_bounds()[0] == pytest.approx(float(np.float32(1.2e38)) * np.sqrt(3) * np.sqrt(24), rel=1e-6)
     return named, store
 
 
@@ -319,10 +343,18 @@ def test_adopted_facts_become_the_stores_own_and_its_checkpoints() -> None:
     model = mlp("float64")
     names = [n for n, _ in model.named_parameters()]
     store = ArenaStore(list(model.named_parameters()), "float64")
-    store.adopt(np.array([1, 0, 1, 0], np.int64), np.array([0.5, 0.0, 0.0, 0.0]), nonfinite=False)
+    store.adopt(np.array([1, 0, 1, 0], np.int64), np.array([0.5, 0.0, np.inf, 0.0]), nonfinite=False)
     np.testing.assert_array_equal(store.written_mask(), [1, 0, 1, 0])
-    np.testing.assert_array_equal(store.gemm_bounds(), [0.5, 0.0, 0.0, 0.0])
-    assert store.state_meta() == {"written": [names[0], names[2]], "gemm_bound": {names[0]: 0.5}, "flag": 0}
+    np.testing.assert_array_equal(store.gemm_bounds(), [0.5, 0.0, np.inf, 0.0])
+    # no inf in the record (JSON has none): the views the window's end reads are listed
+    assert store.state_meta() == {"written": [names[0], names[2]], "gemm_bound": {names[0]: 0.5},
+                                  "gemm_unbounded": [names[2]], "flag": 0}
+    resumed = ArenaStore(list(model.named_parameters()), "float64")
+    resumed.load(store.state_meta(), store.state_arrays())
+    np.testing.assert_array_equal(resumed.gemm_bounds(), [0.5, 0.0, np.inf, 0.0])
+    older = {key: value for key, value in store.state_meta().items() if key != "gemm_unbounded"}
+    resumed.load(older, store.state_arrays())  # a state saved before the list was kept
+    np.testing.assert_array_equal(resumed.gemm_bounds(), [0.5, 0.0, 0.0, 0.0])
     assert store.finite_check() is True
     store.adopt(np.array([1, 0, 1, 0], np.int64), np.zeros(4), nonfinite=True)
     assert store.state_meta()["flag"] == 1

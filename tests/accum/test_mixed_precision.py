@@ -86,10 +86,11 @@ def test_loss_scaler_unscale_is_folded_and_overflow_lowers_the_scale() -> None:
 @pytest.mark.parametrize("magnitude, overflows", [(1e3, False), (1e38, True)])
 def test_gemm_views_are_proven_finite_by_their_factors_or_checked(magnitude: float, overflows: bool) -> None:
     """The fused GEMM raises no flag; a bound from its factors' norms skips the end-of-window
-    check when no overflow is possible, and forces it when one is (here 8 x 1e38 > float32 max)."""
-    layer = nn.Linear(4, 2, bias=False)
+    check when no overflow is possible, and forces it when one is (here 8 x 1e38 > float32 max). (A
+    layer of 32 x 32 weights from 8 rows, whose factors are the smaller read: the bound is kept.)"""
+    layer = nn.Linear(32, 32, bias=False)
     acc = Accumulator(layer, steps=1, fusion="gemm", trace=True)
-    acc.backward(layer(mta.tensor(np.full((8, 4), magnitude), dtype="float32")).sum(), num_items=8)  # dW = x^T 1
+    acc.backward(layer(mta.tensor(np.full((8, 32), magnitude), dtype="float32")).sum(), num_items=8)  # dW = x^T 1
     assert acc.found_nonfinite() is overflows
     checked = {e.param for e in acc.trace.events if e.kernel == "finite_check"}
     assert checked == ({"weight"} if overflows else set())

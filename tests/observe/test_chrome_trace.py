@@ -63,8 +63,14 @@ def test_every_kernel_runs_inside_the_backward_of_its_micro_batch_and_says_what_
     _, trace = traced_window()
     events = chrome_trace([trace])["traceEvents"]
     backwards = complete(events, "backward")
-    writes = complete(events, cat="kernel")
+    kernels_run = complete(events, cat="kernel")
+    writes = [e for e in kernels_run if e["name"] != "finite_check"]
     assert len(writes) == K * 4  # two weights, two biases per micro-batch
+    # the window's end reads the two GEMM-written weights (their factors are the larger read here),
+    # after the last backward
+    checks = [e for e in kernels_run if e["name"] == "finite_check"]
+    assert sorted(e["args"]["param"] for e in checks) == ["0.weight", "2.weight"]
+    assert all(e["ts"] >= backwards[-1]["ts"] + backwards[-1]["dur"] for e in checks)
     for write in writes:
         args = write["args"]
         assert inside(write, backwards[args["micro_batch"]]), write
