@@ -84,3 +84,25 @@ def test_weight_gradient_gemm_in_k_blocks_equals_one_call(dtype: type, beta: flo
     monkeypatch.setenv("MTA_GEMM_K_BLOCK", "256")
     assert len(blas_module.weight_gradient_blocks(1024, 768, 3072)) == 4
     assert blas_module.weight_gradient_blocks(1024, 64, 192) is None  # a small output: one call anyway
+
+
+@pytest.mark.parametrize(("alpha", "beta"), [(1.0, 0.0), (0.5, 0.0), (-2.0, 1.0), (0.25, 3.0), (1.0, 1.0), (2.0, 2.0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_an_out_no_gemm_can_write_takes_the_product_apart_scaled_and_added(alpha: float, beta: float,
+                                                                          dtype: type) -> None:
+    # a view with a column stride (no BLAS writes it in place): alpha a @ b + beta out, computed apart
+    rng = np.random.default_rng(5)
+    backend = NumpyBackend()
+    a, b = rng.normal(size=(6, 300)).astype(dtype), rng.normal(size=(300, 4)).astype(dtype)
+    store = rng.normal(size=(6, 8)).astype(dtype)
+    between = store[:, 1::2].copy()
+    out = store[:, ::2]
+    before = out.copy()
+    assert backend.gemm_into(a, b, out, alpha, beta) is False  # not fused: a product, then an update
+    product = backend.matmul(a, b)  # the backend's own product, whose bits the fallback keeps
+    if (alpha, beta) == (1.0, 0.0):
+        np.testing.assert_array_equal(out, product)
+    want = alpha * product.astype(np.float64) + beta * before.astype(np.float64)
+    np.testing.assert_allclose(out, want, rtol=1e-6 if dtype == np.float32 else 1e-13, atol=1e-5)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(store[:, 1::2], between)  # the columns between were not written

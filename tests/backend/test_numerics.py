@@ -77,6 +77,9 @@ def test_another_blas_kernel_or_numpy_simd_target_is_named_in_words() -> None:
     (lambda r: r["blas"].__setitem__(0, 7), "blas[0] is 7, not an object"),
     (lambda r: r.__setitem__("native_threads", "2"), "'native_threads' is '2', not int"),
     (lambda r: r.__setitem__("float32_gemm", 5), "'float32_gemm' is 5, not str"),
+    (lambda r: r["blas"][0].__setitem__("owner", None), "'blas[0].owner' is None, not str"),
+    (lambda r: r["blas"][1].pop("library"), "lacks 'blas[1].library'"),
+    (lambda r: r["blas"][0].__setitem__("version", 3.0), "'blas[0].version' is 3.0, not str"),
 ])
 def test_a_damaged_record_is_refused_naming_the_field(change: object, named: str) -> None:
     record = SKYLAKE.as_dict()
@@ -166,3 +169,59 @@ def test_the_blas_counts_where_it_rounds_a_product_of_the_run() -> None:
     # a record of before the field: float32 products were the BLAS's then
     old = dataclasses.replace(HASWELL_FIXED, float32_gemm=None)
     assert numerics_differences([old, FIXED], [np.float32]) == {**blas, "float32 GEMM": [UNRECORDED, FIXED_ORDER]}
+
+
+def test_a_fingerprint_is_described_field_by_field() -> None:
+    two = dataclasses.replace(FIXED, native_threads=2)
+    assert two.describe() == (
+        "BLAS numpy's OpenBLAS 0.3.31 SkylakeX (2 threads), scipy's OpenBLAS 0.3.30 SkylakeX (2 threads); "
+        f"float32 GEMM {FIXED_ORDER}; NumPy 2.4.6 (SIMD AVX512_SPR); SciPy 1.17.1; kernels native (2 threads)")
+    bare = dataclasses.replace(SKYLAKE, blas=(), scipy=None, native_threads=None, kernel_path="reference")
+    assert bare.describe() == (f"BLAS none loaded; float32 GEMM {UNRECORDED}; NumPy 2.4.6 (SIMD AVX512_SPR); "
+                               "SciPy not installed; kernels reference")
+    assert bare.compared() == {"BLAS": "none loaded", "float32 GEMM": UNRECORDED, "NumPy SIMD": "AVX512_SPR"}
+
+
+def test_a_record_that_is_not_an_object_is_refused_naming_what_it_is() -> None:
+    with pytest.raises(ValueError, match=r"^a numerics fingerprint is an object, got list$"):
+        NumericsFingerprint.from_dict([SKYLAKE.as_dict()])
+
+
+def test_a_record_with_its_optional_fields_empty_comes_back() -> None:
+    bare = dataclasses.replace(FIXED, scipy=None, native_threads=None, float32_gemm=None)
+    assert NumericsFingerprint.from_dict(json.loads(json.dumps(bare.as_dict()))) == bare
+
+
+def test_one_fingerprint_differs_from_nothing() -> None:
+    import numpy as np
+
+    assert numerics_differences([HASWELL_FIXED]) == {}
+    assert numerics_differences([HASWELL_FIXED], [np.float64]) == {}
+
+
+def test_this_process_s_libraries_are_threadpoolctl_s_own_figures() -> None:
+    from threadpoolctl import threadpool_info
+
+    import minitorch_accum.kernels as K
+
+    here = numerics_fingerprint()
+    infos = [info for info in threadpool_info() if info.get("user_api") == "blas"]
+    assert sorted((b.library, b.version, b.kernel, b.threads) for b in here.blas) == sorted(
+        (info["internal_api"], info["version"], info.get("architecture"), info["num_threads"]) for info in infos)
+    assert here.native_threads == K.native_threads()
+
+
+def test_a_library_without_version_or_kernel_comes_back_and_unknown_names_are_kept() -> None:
+    odd = dataclasses.replace(SKYLAKE, blas=(BlasLibrary("numpy", "accelerate", None, None, 1),), native_threads=1)
+    assert NumericsFingerprint.from_dict(json.loads(json.dumps(odd.as_dict()))) == odd
+    assert odd.blas[0].described() == "accelerate (1 thread)"
+    assert odd.describe().endswith("kernels native (1 thread)")
+
+
+def test_a_library_is_owned_by_the_package_that_ships_it() -> None:
+    from minitorch_accum.backend.numerics import _owner
+
+    assert _owner(os.path.join(os.sep, "env", "numpy.libs", "libscipy_openblas64_.so")) == "numpy"
+    assert _owner(os.path.join(os.sep, "env", "torch", "lib", "libgomp.so")) == "torch"
+    assert _owner(os.path.join(os.sep, "usr", "lib", "libblas.so.3")) == "libblas.so.3"
+    assert _owner("") == "?"

@@ -319,3 +319,30 @@ def test_the_overlap_check_reads_the_bytes_a_strided_view_reaches() -> None:
     b = np.ones((3, 30, 4), np.float32)
     with pytest.raises(ValueError, match=r"stacked_gemm: a .* and out .* share memory"):
         K.stacked_gemm(base[120:30:-1].reshape(3, 1, 30), b, base[40:52].reshape(3, 1, 4))  # 40-51 in 31-120
+
+
+def test_the_overlap_check_sees_one_shared_element_and_no_shared_byte() -> None:
+    from minitorch_accum.kernels.validation import CallArrays
+
+    def check(*arrays: tuple[str, np.ndarray, bool]) -> None:
+        calls = CallArrays("k")
+        for role, array, written in arrays:
+            calls.add(role, array, written)
+        calls.require_disjoint()
+
+    buf = np.zeros(12, np.float32)
+    with pytest.raises(ValueError, match=r"k: a .* and out .* share memory"):
+        check(("a", buf[0:5], False), ("out", buf[4:9], True))  # buf[4] alone
+    check(("a", buf[0:5], False), ("out", buf[5:10], True))  # neighbours, the written one after
+    check(("out", buf[0:5], True), ("a", buf[5:10], False))  # neighbours, the written one first
+    # two read arrays on the same bytes: the first of them is named (as the native module names it)
+    with pytest.raises(ValueError, match=r"k: a \(shape \(5,\), float32\) and out .* share memory"):
+        check(("a", buf[0:5], False), ("b", buf[0:5], False), ("out", buf[2:7], True))
+    small = np.zeros(4, np.uint8)
+    with pytest.raises(ValueError, match=r"share memory"):
+        check(("a", small[0:2], False), ("out", small[1:3], True))  # one byte, at the end of a 1-byte stride
+    for path in CPU_PATHS:  # the native module's spans agree
+        with on_path(path):
+            K.add_scale(buf[5:10], buf[0:5], 1.0)
+            kind, text = _error_on_every_path(lambda: K.add_scale(buf[4:9], buf[0:5], 1.0))
+            assert kind is ValueError and "share memory" in text
