@@ -120,3 +120,61 @@ def test_each_side_in_its_own_process_writes_the_ratio_per_k(tmp_path: Path) -> 
     assert data["blas"]["ours"] and data["torch_blas"]["blas"]
     text = format_versus(payload)
     assert "ours/torch" in text and "kernel" in text and "roofline" in text
+
+
+def _rate(flops_per_second: float, numpy: float | None = None) -> dict:
+    rate = {"flops_per_second": flops_per_second, "by_shape": {"64x64x64": flops_per_second}}
+    if numpy is not None:
+        rate["numpy"] = {"flops_per_second": numpy}
+    return rate
+
+
+def test_the_roofline_takes_each_sides_median_rate_and_the_faster_as_the_limit() -> None:
+    from benchmarks.end_to_end.versus import _roofline
+
+    flops = micro_batch_flops(DIGITS, 4)["total"]
+    runs = [{"ours": {"gemm_rate": _rate(r, n)}, "torch": {"gemm_rate": _rate(t)}, "compiled": {}}
+            for r, n, t in ((100e9, 50e9, 150e9), (120e9, 70e9, 90e9), (110e9, 60e9, 160e9))]
+    by_k = {"1": {"ours_ms_per_micro_batch": 9.0, "torch_ms_per_micro_batch": 1.0,
+                  "compiled_ms_per_micro_batch": 1.0},
+            "8": {"ours_ms_per_micro_batch": 2.0, "torch_ms_per_micro_batch": 4.0,
+                  "compiled_ms_per_micro_batch": 8.0}}
+    got = _roofline("digits_mlp", 4, (1, 8), runs, by_k)
+    assert got["flops"] == micro_batch_flops(DIGITS, 4)
+    assert got["gemm_rates"] == {"ours": 110e9, "numpy": 60e9, "torch": 150e9}  # medians of the rounds
+    assert got["limit_flops_per_second"] == 150e9  # NumPy's is shown, never the limit
+    assert got["gemm_shapes"] == {"64x64x64": 100e9}  # the first round's ours
+    for side, ms in (("ours", 2.0), ("torch", 4.0), ("compiled", 8.0)):  # the largest k's row
+        reached = got["reached"][side]
+        assert reached["flops_per_second"] == pytest.approx(flops / (ms / 1e3), rel=1e-12)
+        assert reached["share_of_limit"] == pytest.approx(flops / (ms / 1e3) / 150e9, rel=1e-12)
+    # without any side's rate there is no limit, and no share
+    bare = [{"ours": {}, "torch": {}}]
+    none = _roofline("digits_mlp", 4, (8,), bare, {"8": {"ours_ms_per_micro_batch": 2.0,
+                                                          "torch_ms_per_micro_batch": 4.0}})
+    assert none["gemm_rates"] == {} and none["limit_flops_per_second"] is None
+    assert none["reached"]["ours"]["share_of_limit"] is None and none["gemm_shapes"] is None
+    assert none["reached"]["torch"]["flops_per_second"] == pytest.approx(flops / 4e-3, rel=1e-12)
+    # one side's rate alone is the limit
+    one = _roofline("digits_mlp", 4, (8,), [{"ours": {"gemm_rate": _rate(80e9, 200e9)}, "torch": {}}],
+                    {"8": {"ours_ms_per_micro_batch": 2.0, "torch_ms_per_micro_batch": 4.0}})
+    assert one["limit_flops_per_second"] == 80e9 and one["gemm_rates"] == {"ours": 80e9, "numpy": 200e9}
+
+
+def test_the_roofline_lines_say_every_figure_in_its_unit() -> None:
+    from benchmarks.end_to_end.versus import _roofline_lines
+
+    # each figure just past a rounding boundary (x.5000001), so that a unit off by one part in 1e9 shows
+    roofline = {"flops": {"gemm": 627.5000001e6, "attention": 50e6, "total": 677.5000001e6},
+                "gemm_rates": {"ours": 150.5000001e9, "numpy": 95e9, "torch": 159e9},
+                "reached": {"ours": {"flops_per_second": 56.50000001e9, "share_of_limit": 0.358},
+                            "torch": {"flops_per_second": 60e9, "share_of_limit": None}}}
+    payload = {"environments": {"as set": {"char_transformer": {"1": {"roofline": roofline}}}}}
+    lines = _roofline_lines(payload)
+    assert lines[:2] == ["", "roofline at the largest k: the model's FLOPs per micro-batch against the GEMM rate "
+                             "measured on its own shapes (ours: the native float32 GEMM; torch: PyTorch's BLAS; numpy: "
+                             "NumPy's OpenBLAS, which ours no longer runs, for comparison; the limit is the faster of "
+                             "ours and torch)"]
+    assert lines[2:] == ["  as set, char_transformer, 1 thread(s): 678 MFLOP per micro-batch (628 in GEMMs); GEMM "
+                         "GFLOP/s on these shapes: ours 151, numpy 95, torch 159; reached: ours 57 GFLOP/s (36%), "
+                         "torch 60 GFLOP/s"]
