@@ -73,12 +73,38 @@ _F32 = np.float32
 
 
 def horner(coefficients: Sequence[float], v: np.ndarray) -> np.ndarray:
-    """c[0] + v (c[1] + v (c[2] + ...)), evaluated from the highest coefficient in v's dtype
-    (mta_horner, mta_hornerf)."""
+    """c[0] + v (c[1] + v (c[2] + ...)), evaluated from the highest coefficient in v's dtype, a
+    multiply and an add per step (mta_horner; float32's fuse them: ``hornerf``)."""
     c = [v.dtype.type(x) for x in coefficients]
     r = np.full_like(v, c[-1])
     for ci in c[-2::-1]:
         r = r * v + ci
+    return r
+
+
+def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray | float) -> np.ndarray:
+    """a b + c rounded once to float32 (fmaf, __fmaf_rn) for float32 operands. NumPy has no fma:
+    a b is exact in float64 (24 + 24 bits), the sum with c is rounded to float64 with the sticky
+    bit kept (round to odd: an inexact sum whose last bit is even moves one ulp towards the lost
+    part, found exactly by TwoSum), and round-to-odd in 53 bits then to nearest in 24 is the
+    correctly rounded result (53 >= 24 + 2)."""
+    with np.errstate(all="ignore"):
+        p = a.astype(np.float64) * np.asarray(b, dtype=np.float32).astype(np.float64)
+        c64 = np.asarray(c, dtype=np.float32).astype(np.float64)
+        s = p + c64
+        back = s - p
+        lost = (p - (s - back)) + (c64 - back)
+        inexact_even = (lost != 0) & np.isfinite(s) & ((s.view(np.int64) & 1) == 0)
+        s = np.where(inexact_even, np.nextafter(s, np.where(lost > 0, np.inf, -np.inf)), s)
+        return s.astype(np.float32)
+
+
+def hornerf(coefficients: Sequence[float], v: np.ndarray) -> np.ndarray:
+    """mta_hornerf: c[0] + v (c[1] + v (c[2] + ...)) in float32, one fused multiply-add per step."""
+    c = [np.float32(x) for x in coefficients]
+    r = np.full_like(v, c[-1])
+    for ci in c[-2::-1]:
+        r = fma32(r, v, ci)
     return r
 
 
@@ -166,7 +192,7 @@ def _expf_clamped(y: np.ndarray, lo: np.ndarray | float) -> np.ndarray:
         kd = m - magic
         k = m.view(np.int32) - magic.view(np.int32)
         r = ((y - kd * _F32(0.693145751953125)) - kd * _F32(1.42860677e-06)) + lo
-        p = _F32(1.0) + (r + (r * r) * horner(_float("exp_tail"), r))
+        p = _F32(1.0) + (r + (r * r) * hornerf(_float("exp_tail"), r))
         k1 = k >> 1
         result: np.ndarray = (np.where(y == _F32(-104.0), _F32(0.0), p) * _pow2f(k1)) * _pow2f(k - k1)
         return result
@@ -187,7 +213,7 @@ def _log_sum_float(s: np.ndarray) -> np.ndarray:
         x = f - _F32(1.0)
         u = x / (f + _F32(1.0))
         u2 = u * u
-        tail = u2 * horner(_float("log_tail"), u2 - _F32(0.0147186257))
+        tail = u2 * hornerf(_float("log_tail"), u2 - _F32(0.0147186257))
         log_f = x - u * (x - tail)
         result = e * _F32(0.693145751953125) + (log_f + e * _F32(1.42860677e-06))
         result = np.where(np.isnan(s) | (s > _F32(3.40282347e38)), s, result)
@@ -218,7 +244,7 @@ def normal_parts(x: np.ndarray) -> dict[str, np.ndarray]:
         clamped = np.where(half_square_hi < _F32(-104.0), _F32(-104.0), half_square_hi)
         t = _F32(3.0) / (_F32(3.0) + z)
         return {"pdf": _expf_clamped(clamped, half_square_lo) * _F32(0.398942292),
-                "mills": t * horner(_float("normal_tail"), t - _F32(0.5857)), "x": xc, "lower": x < _F32(0.0)}
+                "mills": t * hornerf(_float("normal_tail"), t - _F32(0.5857)), "x": xc, "lower": x < _F32(0.0)}
 
 
 def _gelu_normal(x: np.ndarray) -> np.ndarray:

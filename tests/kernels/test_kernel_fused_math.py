@@ -171,3 +171,43 @@ def test_row_and_column_sums_follow_the_lane_and_chunk_order(columns: int, seed:
             partial = partial + rows[r]
         total = total + partial
     assert_same_bits(fused_math.column_sums(rows), total, "column sums")
+
+
+def _nearest_float32(x) -> np.float32:
+    """The float32 nearest the rational x (ties to an even significand): the exact reference."""
+    from fractions import Fraction
+
+    guess = np.float32(float(x))
+    candidates = [np.nextafter(guess, np.float32(-np.inf)), guess, np.nextafter(guess, np.float32(np.inf))]
+    best = min(abs(Fraction(float(c)) - x) for c in candidates)
+    tied = [c for c in candidates if abs(Fraction(float(c)) - x) == best]
+    return min(tied, key=lambda c: int(np.array(c).view(np.uint32)) & 1)
+
+
+def test_the_references_fused_multiply_add_rounds_once_as_fmaf_does() -> None:
+    # float64 rounds a b + c first; round-to-odd keeps the second rounding correct, halfway cases included
+    from fractions import Fraction
+
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal(3000).astype(np.float32)
+    b = rng.standard_normal(3000).astype(np.float32)
+    c = rng.standard_normal(3000).astype(np.float32)
+    # c that puts a b + c within a hair of a float32 halfway point: -a b rounded, then nudged
+    near = (-(a.astype(np.float64) * b)).astype(np.float32)
+    c[:1000] = near[:1000] * np.float32(1 + 2**-23) + np.float32(2**-30)
+    c[1000:1500] = np.float32(2**-70)  # a lost part far below the product's last bit
+    # double rounding's own case: a b + c = 2^40 + 2^17 + 2^16 - 2^-24, just under a float32 midpoint,
+    # which float64 rounds onto the midpoint, and ties-to-even then carries up (the exact answer is down)
+    a[1500:1502] = np.float32(2.0**8 * (1 + 2.0**-20))
+    b[1500:1502] = np.float32([2.0**8 * (1 - 2.0**-20), -(2.0**8) * (1 - 2.0**-20)])
+    c[1500:1502] = np.float32([2.0**40 + 2.0**17, -(2.0**40 + 2.0**17)])
+    got = fused_math.fma32(a, b, c)
+    assert got[1500] == np.float32(2.0**40 + 2.0**17) and got[1501] == -got[1500]
+    for x, y, z, r in zip(a, b, c, got, strict=True):
+        exact = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+        assert r.tobytes() == _nearest_float32(exact).tobytes(), (x, y, z)
+    specials = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0], np.float32)
+    np.testing.assert_array_equal(fused_math.fma32(specials, np.float32(2.0), np.float32(1.0)),
+                                  np.array([np.inf, -np.inf, np.nan, 1.0, 1.0], np.float32))
+    negative_zero = fused_math.fma32(np.float32([-0.0]), np.float32(1.0), np.float32(-0.0))
+    assert negative_zero.tobytes() == np.float32([-0.0]).tobytes()
