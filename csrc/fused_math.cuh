@@ -4,7 +4,8 @@
 // Every value is computed in the stored dtype: float32 inputs in float32 (16 lanes to
 // an AVX-512 register on the CPU), float64 inputs in float64, each result rounded once
 // from that arithmetic. The transcendental functions are our own (exp, log, erf, the
-// normal distribution): polynomials evaluated one IEEE operation at a time, branch-free,
+// normal distribution): polynomials evaluated one IEEE operation at a time (a float32
+// Horner step is one fused multiply-add, written out: mta_fmaf), branch-free,
 // so the host compiler vectorizes them, every compiler rounds them alike, and
 // kernels/fused_reference.py repeats them operation for operation in NumPy, in the same
 // dtype (bit for bit). The coefficients are near-minimax fits (least squares at
@@ -78,7 +79,8 @@ template <> struct MtaNarrow<double> {
 
 // ------------------------------------------------------------ helpers
 
-// c[0] + v (c[1] + v (c[2] + ...)), highest coefficient first, one rounding per step.
+// c[0] + v (c[1] + v (c[2] + ...)), highest coefficient first, one rounding per step (the
+// double one a multiply and an add, the float one below a fused multiply-add).
 MTA_FI double mta_horner(double, double c) { return c; }
 template <class... C>
 MTA_FI double mta_horner(double v, double c, C... rest) {

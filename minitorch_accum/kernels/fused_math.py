@@ -82,7 +82,7 @@ def horner(coefficients: Sequence[float], v: np.ndarray) -> np.ndarray:
     return r
 
 
-def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray | float) -> np.ndarray:
+def fma32(a: np.ndarray, b: np.ndarray | np.floating, c: np.ndarray | np.floating | float) -> np.ndarray:
     """a b + c rounded once to float32 (fmaf, __fmaf_rn) for float32 operands. NumPy has no fma:
     a b is exact in float64 (24 + 24 bits), the sum with c is rounded to float64 with the sticky
     bit kept (round to odd: an inexact sum whose last bit is even moves one ulp towards the lost
