@@ -201,8 +201,17 @@ def test_the_references_fused_multiply_add_rounds_once_as_fmaf_does() -> None:
     a[1500:1502] = np.float32(2.0**8 * (1 + 2.0**-20))
     b[1500:1502] = np.float32([2.0**8 * (1 - 2.0**-20), -(2.0**8) * (1 - 2.0**-20)])
     c[1500:1502] = np.float32([2.0**40 + 2.0**17, -(2.0**40 + 2.0**17)])
+    # the same on both sides of 800 more midpoints, c's last bit odd and even, the lost part either sign
+    m = rng.integers(0, 2**23, 200).astype(np.float64)
+    for k, (sign_b, sign_c) in enumerate(((1, 1), (-1, -1), (1, -1), (-1, 1))):
+        rows = slice(1502 + 200 * k, 1702 + 200 * k)
+        a[rows] = np.float32(2.0**8 * (1 + 2.0**-20))
+        b[rows] = np.float32(sign_b * 2.0**8 * (1 - 2.0**-20))
+        c[rows] = (sign_c * (2.0**40 + m * 2.0**17)).astype(np.float32)
     got = fused_math.fma32(a, b, c)
     assert got[1500] == np.float32(2.0**40 + 2.0**17) and got[1501] == -got[1500]
+    # c given as a Python float is c's float32 (as fmaf takes it)
+    assert fused_math.fma32(np.float32([3.0]), np.float32(1.0), 0.1)[0] == np.float32(3.0) + np.float32(0.1)
     for x, y, z, r in zip(a, b, c, got, strict=True):
         exact = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
         assert r.tobytes() == _nearest_float32(exact).tobytes(), (x, y, z)
