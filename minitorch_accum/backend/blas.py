@@ -94,13 +94,17 @@ def _cblas(function: Any, scalar: type) -> GemmFunction:
     return gemm
 
 
+def _blas_asked() -> bool:
+    return os.environ.get("MTA_GEMM") in ("scipy", "ctypes")
+
+
 @cache
 def native_gemm() -> GemmFunction | None:
     """The native pool's GEMM over NumPy's own BLAS (registered with it on the first call), or
     None without the native module, without a bundled OpenBLAS, or with ``MTA_GEMM=ctypes`` or
     ``scipy`` (then the BLAS threads itself)."""
     lib = _numpy_openblas()
-    if lib is None or os.environ.get("MTA_GEMM") in ("scipy", "ctypes"):
+    if lib is None or _blas_asked():
         return None
     address = ctypes.cast(lib.scipy_cblas_sgemm64_, ctypes.c_void_p).value
     double_address = ctypes.cast(lib.scipy_cblas_dgemm64_, ctypes.c_void_p).value
@@ -111,10 +115,6 @@ def native_gemm() -> GemmFunction | None:
 
 #: what ``float32_gemm_route`` says when every float32 product is the native GEMM's
 FIXED_ORDER = "native, one order"
-
-
-def _blas_asked() -> bool:
-    return os.environ.get("MTA_GEMM") in ("scipy", "ctypes")
 
 
 @cache  # asked before every product (NumPy's dtypes are singletons, so the key is cheap)
