@@ -93,6 +93,41 @@ def test_the_breakdown_times_gemms_and_kernels_and_adds_up_to_the_wall_time() ->
     assert np.matmul.__name__ == "matmul"  # the timers are taken off again
 
 
+def test_the_breakdown_counts_a_nested_product_once_and_sorts_the_stacks_and_bias_kernels() -> None:
+    import minitorch_accum.kernels as K
+    from minitorch_accum.backend.numpy_backend import NumpyBackend
+
+    backend = NumpyBackend()
+    a = np.ones((128, 128), np.float32)
+    stack = np.ones((8, 32, 32), np.float32)
+    row = np.ones(128, np.float32)
+
+    def products() -> None:  # the Backend's matmul runs the native gemm: one product, timed once
+        for _ in range(40):
+            backend.matmul(a, a)
+
+    result = ours_breakdown(products, 3)
+    ms = result["ms_per_micro_batch"]
+    assert ms["gemm"] <= result["total_ms"] * 1.001  # counted twice, it would pass the wall time
+    assert ms["rest: Python and NumPy"] >= -1e-6
+
+    def layers() -> None:
+        for _ in range(5):
+            backend.batched_matmul(stack, stack)
+            if K.native_available():
+                K.add_row_vector(a, row)
+                K.sum_rows(a)
+
+    ms = ours_breakdown(layers, 3)["ms_per_micro_batch"]
+    assert ms["gemm"] > 0  # attention's stacked products are GEMM time, not "the rest"
+    if K.native_available():
+        assert ms["bias row kernels"] > 0
+    from minitorch_accum.kernels.dispatch import host_module
+
+    module = host_module()
+    assert module is None or module.add_row_vector.__name__ == "add_row_vector"  # the timers are taken off
+
+
 def test_the_blas_line_names_the_kernel_and_the_variables() -> None:
     machine = {"blas": [{"library": "numpy openblas", "version": "0.3.31", "architecture": "Haswell",
                          "threading_layer": "pthreads", "threads": 1}],
