@@ -192,9 +192,10 @@ def register_blas_gemm(sgemm: int, dgemm: int) -> None:
 def blas_gemm_registered() -> bool:
     """Whether register_blas_gemm was called."""
 
-def gemm(a: Array, trans_a: bool, b: Array, trans_b: bool, out: Array, alpha: float, beta: float) -> None:
-    """out = alpha op(a) op(b) + beta out: float32 the native GEMM (one summation order, cut over the pool),
-    float64 one single-threaded BLAS call; the same bits at any thread count."""
+def gemm(a: Array, trans_a: bool, b: Array, trans_b: bool, out: Array, alpha: float, beta: float,
+         bias: Array | None = None) -> None:
+    """out = alpha op(a) op(b) + beta out (+ bias on every row, float32 only): float32 the native GEMM (one
+    summation order, cut over the pool), float64 one single-threaded BLAS call; the same bits at any thread count."""
 
 def gemm_start(a: Array, trans_a: bool, b: Array, trans_b: bool, out: Array, alpha: float, beta: float) -> bool:
     """gemm handed whole to a pool helper (the same bits): True if it was (gemm_finish before out is read)."""

@@ -138,13 +138,27 @@ Dtype product_dtype(const char* kernel, const py::array& a, const py::array& b, 
 }
 
 void gemm_call(py::handle a_handle, bool trans_a, py::handle b_handle, bool trans_b, py::handle out_handle,
-               double alpha, double beta, bool background, bool* started) {
+               double alpha, double beta, py::handle bias_handle, bool background, bool* started) {
     const char* kernel = "gemm";
     CallArrays arrays(kernel);
     const py::array a = arrays.add(a_handle, Role("a"), false);
     const py::array b = arrays.add(b_handle, Role("b"), false);
     const py::array out = arrays.add(out_handle, Role("out"), true);
     const Dtype dtype = product_dtype(kernel, a, b, out);
+    const bool has_bias = !bias_handle.is_none();
+    py::array bias;  // a default py::array is an empty array, not nothing: has_bias says
+    if (has_bias) {  // a Linear's bias row, added to every row of out by the float32 GEMM
+        bias = arrays.add(bias_handle, Role("bias"), false);
+        if (dtype != Dtype::f32 || dtype_of(bias) != Dtype::f32) {
+            raise_type_error(std::string(kernel) + ": a bias row needs a float32 product and a float32 bias, got " +
+                             describe(Role("bias"), bias) + " for " + describe(Role("out"), out));
+        }
+        if (bias.ndim() != 1 || out.ndim() != 2 || bias.shape(0) != out.shape(1)) {
+            raise_value_error(std::string(kernel) + ": " + describe(Role("bias"), bias) +
+                              " must be one row of " + describe(Role("out"), out));
+        }
+        require_contiguous(bias, kernel, Role("bias"), false);
+    }
     for (const auto& [role, x] : {std::pair{"a", &a}, std::pair{"b", &b}}) {
         if (x->ndim() != 2) raise_value_error(std::string(kernel) + ": " + describe(Role(role), *x) + " must have 2 axes");
         require_contiguous(*x, kernel, Role(role), false);
@@ -169,7 +183,8 @@ void gemm_call(py::handle a_handle, bool trans_a, py::handle b_handle, bool tran
         f32 = SgemmJob{trans_a, trans_b, m, n, k, a.shape(1), b.shape(1), n, static_cast<float>(alpha),
                        static_cast<float>(beta), static_cast<const float*>(a.data()),
                        static_cast<const float*>(b.data()),
-                       static_cast<float*>(const_cast<py::array&>(out).mutable_data())};
+                       static_cast<float*>(const_cast<py::array&>(out).mutable_data()),
+                       has_bias ? static_cast<const float*>(bias.data()) : nullptr};
     } else {
         const CblasGemm<double> call = dgemm.load();
         if (call == nullptr) raise_value_error("gemm: no BLAS is registered (register_blas_gemm)");
@@ -178,7 +193,7 @@ void gemm_call(py::handle a_handle, bool trans_a, py::handle b_handle, bool tran
                               static_cast<double*>(const_cast<py::array&>(out).mutable_data())};
     }
     // a product too small to pay for the hand-over (a helper takes microseconds to wake) runs here
-    if (background && m * n * k >= kBackgroundMinMultiplyAdds) {  // gemm_start finished the last one
+    if (background && !has_bias && m * n * k >= kBackgroundMinMultiplyAdds) {  // gemm_start finished the last one
         BackgroundGemm& state = background_gemm();
         state.f32 = f32;
         state.f64 = f64;
@@ -201,15 +216,16 @@ void gemm_call(py::handle a_handle, bool trans_a, py::handle b_handle, bool tran
 
 // A GEMM in the background goes on meanwhile: the caller (accum/arena_store.py) finishes it
 // before anything reads or writes what it writes.
-void gemm(py::handle a, bool trans_a, py::handle b, bool trans_b, py::handle out, double alpha, double beta) {
+void gemm(py::handle a, bool trans_a, py::handle b, bool trans_b, py::handle out, double alpha, double beta,
+          py::handle bias) {
     bool started = false;
-    gemm_call(a, trans_a, b, trans_b, out, alpha, beta, false, &started);
+    gemm_call(a, trans_a, b, trans_b, out, alpha, beta, bias, false, &started);
 }
 
 bool gemm_start(py::handle a, bool trans_a, py::handle b, bool trans_b, py::handle out, double alpha, double beta) {
     gemm_finish();
     bool started = false;
-    gemm_call(a, trans_a, b, trans_b, out, alpha, beta, true, &started);
+    gemm_call(a, trans_a, b, trans_b, out, alpha, beta, py::none(), true, &started);
     return started;
 }
 
@@ -400,11 +416,12 @@ column-major with a unit stride (the caller then uses NumPy).)doc");
     m.def("blas_gemm_registered", []() { return sgemm.load() != nullptr && dgemm.load() != nullptr; },
           R"doc(Whether register_blas_gemm was called.)doc");
     m.def("gemm", &gemm, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"), py::arg("out"),
-          py::arg("alpha"), py::arg("beta"),
+          py::arg("alpha"), py::arg("beta"), py::arg("bias") = py::none(),
           R"doc(out = alpha op(a) op(b) + beta out (op: transposed when trans_*), row-major float32 or float64. float32: the
 native GEMM, each element summed in one order (blocks of 256 k, FMA chains from +0, blocks added in order), cut
 over the pool; float64: one single-threaded call of the registered BLAS, never cut. The same bits with any
-thread count.)doc");
+thread count. bias (float32 only): a row of out's width added to every row last, rounded as a separate
+addition would round it.)doc");
 }
 
 }  // namespace minitorch_accum

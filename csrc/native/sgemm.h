@@ -1,4 +1,4 @@
-// The float32 GEMM of our own (sgemm_cpu.cpp): C = alpha op(A) op(B) + beta C, row-major.
+// The float32 GEMM of our own (sgemm_cpu.cpp): C = alpha op(A) op(B) + beta C (+ a bias row), row-major.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@ struct SgemmJob {
     const float* a;
     const float* b;
     float* c;
+    const float* bias = nullptr;  // n floats added to every row of C last (a Linear's bias), or none
 };
 
 // Runs the product, its tasks on the native pool when `parallel`: the bits of C are the same

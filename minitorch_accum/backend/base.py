@@ -10,6 +10,7 @@ kernels on CuPy arrays, for float32 and float64 (``fuses``).
 from __future__ import annotations
 
 import contextlib
+import math
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -90,6 +91,15 @@ class Backend(ABC):
         attention's products (the CPU runs a stack whose batch axes agree on the native pool, one
         BLAS call per matrix, see kernels/gemm.py)."""
         return self.xp.matmul(a, b)
+
+    def linear(self, x: Any, w: Any, bias: Any) -> Any:
+        """``x @ w + bias`` for ``x`` of 2 axes or more, a 2-D ``w`` and a 1-D ``bias`` of one
+        dtype: the Linear op's forward, the same bits as the MatMul op's product (one GEMM over
+        every row of ``x``) then the Add op's sum. A backend whose GEMM can add the bias itself
+        saves the pass over the product (the CPU's float32 GEMM does)."""
+        rows = math.prod(x.shape[:-1])
+        product = self.matmul(x.reshape(rows, x.shape[-1]), w).reshape(*x.shape[:-1], w.shape[1])
+        return self.add(product, bias)
 
     def add(self, a: Any, b: Any) -> Any:
         """``a + b`` with NumPy's broadcasting: the Add op's forward (the CPU adds a Linear's bias

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,19 @@ class NumpyBackend(Backend):
                     np.ascontiguousarray(a), np.ascontiguousarray(b), out)):
                 return out
         return np.matmul(a, b)
+
+    def linear(self, x: Any, w: Any, bias: Any) -> Any:
+        # float32 on the native GEMM (native_gemm_for's float32 answer is it or None): the bias added
+        # in its epilogue, the bits of matmul then add
+        if (x.dtype == np.float32 and w.dtype == bias.dtype == x.dtype and x.size and w.shape[1]
+                and isinstance(bias, np.ndarray) and native_gemm_for(x.dtype) is not None):
+            rows = math.prod(x.shape[:-1])
+            out = np.empty((rows, w.shape[1]), dtype=x.dtype)
+            left, right = _row_major_operand(x.reshape(rows, x.shape[-1])), _row_major_operand(w)
+            kernels.gemm(out, left[0], left[1], right[0], right[1], 1.0, 0.0,
+                         bias=bias if bias.flags.c_contiguous else np.ascontiguousarray(bias))
+            return out.reshape(*x.shape[:-1], w.shape[1])
+        return super().linear(x, w, bias)
 
     def add(self, a: Any, b: Any) -> Any:
         # a row vector over the rows of a contiguous matrix (either order: IEEE addition commutes)

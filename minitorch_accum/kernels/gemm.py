@@ -41,12 +41,18 @@ def float32_gemm_available() -> bool:
     return native_available() and hasattr(native(), "gemm")
 
 
-def gemm(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: bool, alpha: float, beta: float) -> None:
+def gemm(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: bool, alpha: float, beta: float,
+         bias: HostArray | None = None) -> None:
     """out = alpha op(a) op(b) + beta out in place, op transposing where asked; float32 or float64,
     every array 2-D and C-contiguous. float32 sums each element in blocks of 256 k (each an FMA
     chain from +0, the blocks' sums added in order), then alpha * sum, then + beta * out (out is
-    not read when beta is 0); float64 is one single-threaded BLAS call."""
-    native().gemm(a, bool(trans_a), b, bool(trans_b), out, float(alpha), float(beta))
+    not read when beta is 0), then + bias[j] when a bias row is given (float32 only: a Linear's
+    forward, rounded as the separate addition rounds it, without its pass over out); float64 is
+    one single-threaded BLAS call."""
+    if bias is None:
+        native().gemm(a, bool(trans_a), b, bool(trans_b), out, float(alpha), float(beta))
+    else:
+        native().gemm(a, bool(trans_a), b, bool(trans_b), out, float(alpha), float(beta), bias)
 
 
 def gemm_start(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: bool, alpha: float,

@@ -71,8 +71,24 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
                     "(out, in) weight such as an Embedding's table write F.linear(x, weight.mT)")
         raise OpError(f"linear: weight of shape {weight.shape} does not fit input of shape {x.shape}: "
                       f"it needs shape ({x.shape[-1] if x.ndim else '?'}, out){hint}")
+    if isinstance(bias, Tensor) and _one_linear_op(x, weight, bias):
+        return apply(ops.Linear, x, weight, bias)
     out = x @ weight
     return out if bias is None else out + bias
+
+
+def _one_linear_op(x: Tensor, weight: Tensor, bias: Tensor) -> bool:
+    """Whether ``x @ weight + bias`` can be the one Linear op (a GEMM that adds the bias): a bias
+    tensor of the output's width, tensors on one device, and one dtype whose product is rounded
+    once (float32, float64). Elsewhere (an array, a 1-D x, a bias that broadcasts otherwise, a
+    number, 16-bit floats, whose NumPy products come back in float32) the MatMul and Add ops,
+    as before."""
+    return (isinstance(x, Tensor) and isinstance(weight, Tensor) and x.ndim >= 2 and bias.ndim == 1
+            and bias.shape[0] == weight.shape[1] and x.dtype == weight.dtype == bias.dtype and x.dtype in _LINEAR_DTYPES
+            and bias.device == x.device == weight.device)
+
+
+_LINEAR_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _fits_matmul(x: Tensor, weight: Tensor) -> bool:

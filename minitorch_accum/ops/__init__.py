@@ -29,6 +29,7 @@ from minitorch_accum.ops.elementwise import (
 )
 from minitorch_accum.ops.embedding import Embedding
 from minitorch_accum.ops.function import Context, Function, OpError
+from minitorch_accum.ops.linear import Linear
 from minitorch_accum.ops.loss import CrossEntropy
 from minitorch_accum.ops.matmul import MatMul
 from minitorch_accum.ops.normalization import BatchNorm, LayerNorm
@@ -57,6 +58,7 @@ __all__ = [
     "Gelu",
     "GetItem",
     "LayerNorm",
+    "Linear",
     "Log",
     "LogSoftmax",
     "LogSumExp",

@@ -398,13 +398,13 @@ def test_a_stale_forward_names_the_parameter_written_and_only_a_parameter(fusion
     loss = summed_loss(model, x[:3], y[:3], "float64")
     model[0].weight.data[0, 0] += 1.0  # a raw write between the forward and its backward
     with pytest.raises(InPlaceModificationError, match=re.escape(
-            "matmul saved its input 1, parameter '0.weight' Param(shape=(5, 8), dtype=float64), in the forward")):
+            "linear saved its input 1, parameter '0.weight' Param(shape=(5, 8), dtype=float64), in the forward")):
         acc.backward(loss, num_items=3)
     inputs = mta.tensor(x[:3], dtype="float64")
     loss = F.cross_entropy(model(inputs), y[:3], reduction="sum")
     inputs.bump_version()  # the batch, not a parameter, was written: there is no name to give it
     with pytest.raises(InPlaceModificationError, match=re.escape(
-            "matmul saved its input 0, Tensor(shape=(3, 5), dtype=float64), in the forward")) as info:
+            "linear saved its input 0, Tensor(shape=(3, 5), dtype=float64), in the forward")) as info:
         acc.backward(loss, num_items=3)
     assert "parameter '" not in str(info.value)
     assert acc.micro_step == 0 and not acc.store.poisoned

@@ -95,9 +95,9 @@ def _outputs() -> mta.Tensor:
 
 @pytest.mark.parametrize(("loss", "found"), [
     (lambda: _outputs().sum(axis=1).mean(), ("mean over 6 elements of sum", 6.0)),
-    (lambda: _outputs().mean(), ("mean over 18 elements of add", 18.0)),
-    (lambda: _outputs().sum() / 6.0, ("a sum of add divided by 6", 6.0)),
-    (lambda: _outputs().sum() / mta.tensor(4.0, dtype="float64"), ("a sum of add divided by 4", 4.0)),
+    (lambda: _outputs().mean(), ("mean over 18 elements of linear", 18.0)),
+    (lambda: _outputs().sum() / 6.0, ("a sum of linear divided by 6", 6.0)),
+    (lambda: _outputs().sum() / mta.tensor(4.0, dtype="float64"), ("a sum of linear divided by 4", 4.0)),
     (lambda: mta.tensor(np.ones(3), dtype="float64", requires_grad=True).sum() / 3.0, ("a sum divided by 3", 3.0)),
     (lambda: _outputs().sum(), None),
     (lambda: _outputs().sum() * (1 / 6), None),  # a mean written as a product is not recognized
@@ -106,7 +106,7 @@ def _outputs() -> mta.Tensor:
     (lambda: mta.tensor(2.0, dtype="float64", requires_grad=True) / 3.0, None),  # a division of no sum
     (lambda: mta.tensor(3.0, dtype="float64"), None),  # no graph at all
     # column sums each divided by its own count: a mean, but of no single count
-    (lambda: _outputs().sum(axis=0) / mta.tensor([2.0, 4.0, 8.0], dtype="float64"), ("a sum of add divided by nan",
+    (lambda: _outputs().sum(axis=0) / mta.tensor([2.0, 4.0, 8.0], dtype="float64"), ("a sum of linear divided by nan",
                                                                                       "nan")),
 ], ids=["mean-of-sums", "mean", "sum-over-n", "sum-over-tensor", "sum-of-leaf", "sum", "product", "divided-first",
         "learned-divisor", "leaf-divided", "constant", "per-column-counts"])
@@ -129,8 +129,8 @@ def test_a_loss_whose_graph_is_gone_is_not_judged() -> None:
 
 
 @pytest.mark.parametrize(("loss", "what", "times"), [
-    (lambda: _outputs().sum() / 6.0, "a sum of add divided by 6", "6 times too small"),
-    (lambda: _outputs().mean(), "mean over 18 elements of add", "18 times too small"),
+    (lambda: _outputs().sum() / 6.0, "a sum of linear divided by 6", "6 times too small"),
+    (lambda: _outputs().mean(), "mean over 18 elements of linear", "18 times too small"),
 ], ids=["sum-over-n", "mean"])
 def test_the_refusal_says_everything_it_knows(loss, what: str, times: str) -> None:
     message = (f"backward: the loss is already a mean (its last op is {what}), and this window's reduction is "

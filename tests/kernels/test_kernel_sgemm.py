@@ -35,8 +35,10 @@ def _fma(a: np.float32, b: np.float32, c: np.float32) -> np.float32:
     return _round_to_float32(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
 
 
-def _defined_order(op_a: np.ndarray, op_b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> np.ndarray:
-    """The kernel's documented sum, element by element, every step rounded once to float32."""
+def _defined_order(op_a: np.ndarray, op_b: np.ndarray, c: np.ndarray, alpha: float, beta: float,
+                   bias: np.ndarray | None = None) -> np.ndarray:
+    """The kernel's documented sum, element by element, every step rounded once to float32 (the
+    bias row, when given, added last)."""
     m, k = op_a.shape
     n = op_b.shape[1]
     alpha32, beta32 = np.float32(alpha), np.float32(beta)
@@ -57,6 +59,8 @@ def _defined_order(op_a: np.ndarray, op_b: np.ndarray, c: np.ndarray, alpha: flo
                 out[i, j] = np.float32(c[i, j] + t)
             else:
                 out[i, j] = np.float32(np.float32(beta32 * c[i, j]) + t)
+            if bias is not None:
+                out[i, j] = np.float32(out[i, j] + bias[j])
     return out
 
 
@@ -79,6 +83,45 @@ def test_every_element_is_summed_in_the_documented_order(m, k, n, trans_a, trans
     expected = _defined_order(a.T if trans_a else a, b.T if trans_b else b, out, alpha, beta)
     K.gemm(out, a, trans_a, b, trans_b, alpha, beta)
     np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))
+
+
+@pytest.mark.parametrize(("m", "k", "n", "trans_a", "trans_b", "alpha", "beta"), [
+    (15, 40, 33, False, False, 1.0, 0.0),   # a Linear's forward: a tile and a row more, a panel and a column
+    (3, 300, 48, False, False, 1.0, 0.0),   # b read in place: a panel of 32 and one of 16, two blocks of k
+    (5, 20, 7, True, True, -0.5, 1.0),      # alpha and beta first, the bias last
+    (4, 0, 3, False, False, 1.0, 0.0),      # no k: the bias alone
+])
+def test_a_bias_row_is_added_last_to_every_row(m, k, n, trans_a, trans_b, alpha, beta) -> None:
+    rng = np.random.default_rng(m * 100 + n)
+    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    # a bias of other magnitudes than the product's, so that adding it anywhere but last rounds otherwise
+    bias = (rng.standard_normal(n) * 2.0 ** rng.integers(-12, 12, n)).astype(np.float32)
+    out = rng.standard_normal((m, n)).astype(np.float32)
+    expected = _defined_order(a.T if trans_a else a, b.T if trans_b else b, out, alpha, beta, bias)
+    K.gemm(out, a, trans_a, b, trans_b, alpha, beta, bias=bias)
+    np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))
+
+
+def test_a_bias_row_is_refused_where_it_cannot_be_added() -> None:
+    a, b = np.ones((3, 2), np.float32), np.ones((2, 4), np.float32)
+    out = np.empty((3, 4), np.float32)
+    with pytest.raises(TypeError, match=r"bias row needs a float32 product.*float64"):
+        K.gemm(np.empty((3, 4)), a.astype(np.float64), False, b.astype(np.float64), False, 1.0, 0.0,
+               bias=np.ones(4))
+    with pytest.raises(TypeError, match=r"bias \(shape \(4,\), float64\)"):
+        K.gemm(out, a, False, b, False, 1.0, 0.0, bias=np.ones(4))
+    with pytest.raises(ValueError, match=r"bias \(shape \(5,\), float32\) must be one row of out \(shape \(3, 4\)"):
+        K.gemm(out, a, False, b, False, 1.0, 0.0, bias=np.ones(5, np.float32))
+    with pytest.raises(ValueError, match=r"must be one row"):
+        K.gemm(out, a, False, b, False, 1.0, 0.0, bias=np.ones((1, 4), np.float32))
+    with pytest.raises(ValueError, match=r"bias"):
+        K.gemm(out, a, False, b, False, 1.0, 0.0, bias=np.ones(8, np.float32)[::2])  # not contiguous
+    with pytest.raises(ValueError, match=r"overlap|share"):
+        K.gemm(out, a, False, b, False, 1.0, 0.0, bias=out[0])  # the bias is out's first row
+    out[...] = 7.0
+    K.gemm(out, a, False, b, False, 1.0, 0.0, bias=None)  # none: the plain product
+    np.testing.assert_array_equal(out, np.full((3, 4), 2.0, np.float32))
 
 
 def test_the_sums_are_as_accurate_as_their_block_bound() -> None:
@@ -149,6 +192,9 @@ _VARIANTS_PROGRAM = textwrap.dedent("""
                         digest.update(out.tobytes())
                     K.gemm_start(out, a, trans_a, b, trans_b, 1.0, 1.0)  # on a helper, from 2 threads
                     K.gemm_finish()
+                    digest.update(out.tobytes())
+                    bias = rng.standard_normal(n).astype(np.float32)  # a Linear's bias, in the epilogue
+                    K.gemm(out, a, trans_a, b, trans_b, 1.0, 0.0, bias=bias)
                     digest.update(out.tobytes())
         # attention's stacks: q k^T of 16-wide heads sliced out of one qkv product, then p v
         qkv = rng.standard_normal((8, 32, 3, 4, 16)).astype(np.float32)
