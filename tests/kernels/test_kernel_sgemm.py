@@ -124,6 +124,28 @@ def test_a_bias_row_is_refused_where_it_cannot_be_added() -> None:
     np.testing.assert_array_equal(out, np.full((3, 4), 2.0, np.float32))
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize(("m", "k", "n", "trans_b"), [
+    (130, 300, 128, False),  # rows 128 floats apart or more and 4 panels: x^T is copied tile by tile
+    (200, 600, 160, False),  # a second block of rows, tiles of 14 and a tail of 4, three blocks of k
+    (171, 257, 130, True),   # a tail of one row, a last panel of 2 columns, b packed by gathers too
+])
+def test_a_packed_transposed_a_gives_the_bits_of_the_same_product_read_in_place(m, k, n, trans_b, threads) -> None:
+    rng = np.random.default_rng(m + k + n)
+    a = (rng.standard_normal((k, m)) * 2.0 ** rng.integers(-6, 6, (k, m))).astype(np.float32)  # op(A) = a^T
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    start = rng.standard_normal((m, n)).astype(np.float32)
+    K.set_native_threads(threads)
+    try:
+        for alpha, beta in ((1.0, 0.0), (1.0, 1.0), (-0.5, 0.25)):
+            packed, in_place = start.copy(), start.copy()
+            K.gemm(packed, a, True, b, trans_b, alpha, beta)
+            K.gemm(in_place, np.ascontiguousarray(a.T), False, b, trans_b, alpha, beta)  # op(A) row-major
+            np.testing.assert_array_equal(packed.view(np.uint32), in_place.view(np.uint32))
+    finally:
+        K.set_native_threads(0)
+
+
 def test_the_sums_are_as_accurate_as_their_block_bound() -> None:
     # |error| <= (256 + K/256 + 2) u sum |a||b| (u = 2^-24): the bound the blocks buy over one chain of K
     rng = np.random.default_rng(3)
