@@ -22,9 +22,6 @@ class CausalSelfAttention(Module):
         self.n_embd = config.n_embd
 
     def forward(self, x: Tensor) -> Tensor:
-        batch, length, width = x.shape
-        q, k, v = (t.view(batch, length, self.n_head, width // self.n_head).transpose(1, 2)
-                   for t in self.qkv(x).split(self.n_embd, dim=2))
-        # one fused op that keeps only the attention probabilities for backward
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).contiguous().view(batch, length, width))
+        # nanoGPT's split into q, k and v, its heads, scaled_dot_product_attention(is_causal=True)
+        # and the heads merged, as one op that keeps only the attention probabilities for backward
+        return self.proj(F.packed_qkv_attention(self.qkv(x), self.n_head, is_causal=True))

@@ -32,6 +32,7 @@ __all__ = [
     "linear",
     "log_softmax",
     "mse_loss",
+    "packed_qkv_attention",
     "relu",
     "scaled_dot_product_attention",
     "sigmoid",
@@ -232,27 +233,57 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             or query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
         raise OpError(f"scaled_dot_product_attention: query {query.shape}, key {key.shape} and value {value.shape} "
                       "must be (..., L, E), (..., S, E) and (..., S, Ev)")
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
-    length, source = query.shape[-2], key.shape[-2]
-    backend, dtype = query.backend, query.dtype
-    xp = backend.xp
-    bias = None
-    if is_causal:
-        if attn_mask is not None:
-            raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal=True, not both")
-        attn_mask = xp.tri(length, source, dtype=bool)
-    if attn_mask is not None:
-        mask = attn_mask.data if isinstance(attn_mask, Tensor) else backend.asarray(attn_mask)
-        try:
-            np.broadcast_shapes(tuple(mask.shape), query.shape[:-2] + (length, source))
-        except ValueError:
-            raise OpError(f"scaled_dot_product_attention: attn_mask of shape {tuple(mask.shape)} does not "
-                          f"broadcast to the scores' shape {query.shape[:-2] + (length, source)}") from None
-        if mask.dtype == np.bool_:
-            bias = xp.where(mask, dtype.type(0), dtype.type(-math.inf))
-        else:
-            bias = mask.astype(dtype, copy=False)
+    bias = _attention_bias("scaled_dot_product_attention", query, query.shape[:-2] + (query.shape[-2], key.shape[-2]),
+                           attn_mask, dropout_p, is_causal)
     return apply(ops.ScaledDotProductAttention, query, key, value,
                  scale=1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale),
                  bias=bias, dropout_p=dropout_p, rng=rng)
+
+
+def packed_qkv_attention(qkv: Tensor, n_head: int, attn_mask: Any = None, dropout_p: float = 0.0,
+                         is_causal: bool = False, scale: float | None = None,
+                         rng: np.random.Generator | None = None) -> Tensor:
+    """Multi-head self-attention over ``qkv`` (..., T, 3C), a qkv Linear's output: the result of
+    ``q, k, v = qkv.split(C, dim=-1)``, each viewed as ``n_head`` heads (..., H, T, C/H),
+    ``scaled_dot_product_attention`` (the same ``attn_mask``, ``dropout_p``, ``is_causal``,
+    ``scale`` and ``rng``), and the heads merged back into (..., T, C). One op
+    (``ops.PackedQKVAttention``) instead of twelve: the same values; its backward writes the
+    three gradients into one array instead of summing three zero-padded ones."""
+    if not isinstance(n_head, int) or isinstance(n_head, bool) or n_head < 1:
+        raise ValueError(f"packed_qkv_attention: n_head must be a positive int, got {n_head!r}")
+    if qkv.ndim < 2 or qkv.shape[-1] % (3 * n_head) or qkv.shape[-1] == 0:
+        raise OpError(f"packed_qkv_attention: qkv of shape {qkv.shape} must be (..., T, 3C) with 3C a positive "
+                      f"multiple of 3 x n_head = {3 * n_head}")
+    length = qkv.shape[-2]
+    head = qkv.shape[-1] // (3 * n_head)
+    bias = _attention_bias("packed_qkv_attention", qkv, qkv.shape[:-2] + (n_head, length, length), attn_mask,
+                           dropout_p, is_causal)
+    return apply(ops.PackedQKVAttention, qkv, n_head=n_head,
+                 scale=1.0 / math.sqrt(head) if scale is None else float(scale), bias=bias, dropout_p=dropout_p,
+                 rng=rng)
+
+
+def _attention_bias(op: str, like: Tensor, scores: tuple[int, ...], attn_mask: Any, dropout_p: float,
+                    is_causal: bool) -> Any:
+    """The array added to the scaled scores (of shape ``scores``): 0 where a query may look and
+    -inf elsewhere for a bool mask or ``is_causal``, a float mask as given; None without a mask."""
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"{op}: dropout_p must be in [0, 1), got {dropout_p}")
+    length, source = scores[-2:]
+    backend, dtype = like.backend, like.dtype
+    xp = backend.xp
+    if is_causal:
+        if attn_mask is not None:
+            raise ValueError(f"{op}: give attn_mask or is_causal=True, not both")
+        attn_mask = xp.tri(length, source, dtype=bool)
+    if attn_mask is None:
+        return None
+    mask = attn_mask.data if isinstance(attn_mask, Tensor) else backend.asarray(attn_mask)
+    try:
+        np.broadcast_shapes(tuple(mask.shape), scores)
+    except ValueError:
+        raise OpError(f"{op}: attn_mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
+                      f"{scores}") from None
+    if mask.dtype == np.bool_:
+        return xp.where(mask, dtype.type(0), dtype.type(-math.inf))
+    return mask.astype(dtype, copy=False)

@@ -33,6 +33,7 @@ from minitorch_accum.ops.linear import Linear
 from minitorch_accum.ops.loss import CrossEntropy
 from minitorch_accum.ops.matmul import MatMul
 from minitorch_accum.ops.normalization import BatchNorm, LayerNorm
+from minitorch_accum.ops.packed_attention import PackedQKVAttention
 from minitorch_accum.ops.reduce import LogSumExp, Max, Mean, Min, Sum
 from minitorch_accum.ops.shape import BroadcastTo, Concatenate, Gather, GetItem, Permute, Repeat, Reshape, Stack
 from minitorch_accum.ops.softmax import LogSoftmax, Softmax
@@ -72,6 +73,7 @@ __all__ = [
     "Mul",
     "Neg",
     "OpError",
+    "PackedQKVAttention",
     "Permute",
     "Pow",
     "PowScalar",

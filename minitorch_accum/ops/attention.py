@@ -20,7 +20,7 @@ from minitorch_accum.ops.function import Context, Function
 from minitorch_accum.ops.matmul import swap_last
 from minitorch_accum.ops.softmax import stable_log_softmax
 
-__all__ = ["ScaledDotProductAttention"]
+__all__ = ["ScaledDotProductAttention", "attention_backward"]
 
 
 class ScaledDotProductAttention(Function):
@@ -60,25 +60,30 @@ class ScaledDotProductAttention(Function):
 
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any, Any, Any]:
-        q, k, v, probs = ctx.saved
-        xp = ctx.xp
-        scale = grad.dtype.type(ctx.scale)
-        need_q, need_k, need_v = ctx.needs_input_grad
-        grad_v = ctx.backend.batched_matmul(swap_last(xp, _dropped(ctx, probs)), grad) if need_v else None
-        if not (need_q or need_k):
-            return None, None, grad_v
-        grad_probs = _dropped(ctx, ctx.backend.batched_matmul(grad, swap_last(xp, v)))
-        # softmax backward: p * (g - sum(g p)) over the keys, times the scale
-        if ctx.fused:
-            source = probs.shape[-1]
-            grad_scores = ctx.backend.softmax_backward(probs.reshape(-1, source), grad_probs.reshape(-1, source),
-                                                       ctx.scale).reshape(probs.shape)
-        else:
-            grad_scores = probs * (grad_probs - xp.sum(grad_probs * probs, axis=-1, keepdims=True))
-            grad_scores *= scale
-        grad_q = ctx.backend.batched_matmul(grad_scores, k) if need_q else None
-        grad_k = ctx.backend.batched_matmul(swap_last(xp, grad_scores), q) if need_k else None
-        return grad_q, grad_k, grad_v
+        return attention_backward(ctx, grad, *ctx.needs_input_grad)
+
+
+def attention_backward(ctx: Context, grad: Any, need_q: bool, need_k: bool, need_v: bool) -> tuple[Any, Any, Any]:
+    """The gradients of q, k and v that are needed (None for the others), from what
+    ``ScaledDotProductAttention.forward`` left in ``ctx``."""
+    q, k, v, probs = ctx.saved
+    xp = ctx.xp
+    scale = grad.dtype.type(ctx.scale)
+    grad_v = ctx.backend.batched_matmul(swap_last(xp, _dropped(ctx, probs)), grad) if need_v else None
+    if not (need_q or need_k):
+        return None, None, grad_v
+    grad_probs = _dropped(ctx, ctx.backend.batched_matmul(grad, swap_last(xp, v)))
+    # softmax backward: p * (g - sum(g p)) over the keys, times the scale
+    if ctx.fused:
+        source = probs.shape[-1]
+        grad_scores = ctx.backend.softmax_backward(probs.reshape(-1, source), grad_probs.reshape(-1, source),
+                                                   ctx.scale).reshape(probs.shape)
+    else:
+        grad_scores = probs * (grad_probs - xp.sum(grad_probs * probs, axis=-1, keepdims=True))
+        grad_scores *= scale
+    grad_q = ctx.backend.batched_matmul(grad_scores, k) if need_q else None
+    grad_k = ctx.backend.batched_matmul(swap_last(xp, grad_scores), q) if need_k else None
+    return grad_q, grad_k, grad_v
 
 
 def _dropped(ctx: Context, m: Any) -> Any:
