@@ -95,3 +95,37 @@ def test_attention_scale_and_errors() -> None:
         F.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 3), dtype=bool))
     with pytest.raises(mta.OpError, match=r"query \(1, 4, 6\), key \(1, 5, 7\) and value \(1, 5, 7\) must be"):
         F.scaled_dot_product_attention(q, v, v)
+
+
+def test_attention_refuses_mixed_dtypes_other_ranks_and_names_itself() -> None:
+    q, k, v = qkv(7, batch=(1,))
+    with pytest.raises(TypeError, match=r"scaled_dot_product_attention: query is float64 on cpu but another input "
+                                        r"is float32 on cpu"):
+        F.scaled_dot_product_attention(q, k.to(dtype="float32"), v)
+    with pytest.raises(mta.OpError, match=r"query \(1, 4, 6\), key \(5, 6\) and value \(1, 5, 7\) must be "
+                                          r"\(\.\.\., L, E\), \(\.\.\., S, E\) and \(\.\.\., S, Ev\)$"):
+        F.scaled_dot_product_attention(q, k[0], v)
+    with pytest.raises(mta.OpError, match=r"query \(1, 4, 6\), key \(1, 5, 6\) and value \(5, 7\) must be"):
+        F.scaled_dot_product_attention(q, k, v[0])
+    with pytest.raises(mta.OpError, match=r"query \(6,\)"):
+        F.scaled_dot_product_attention(q[0, 0], k[0], v[0])
+    with pytest.raises(ValueError, match=r"^scaled_dot_product_attention: dropout_p must be in \[0, 1\), got -0.1$"):
+        F.scaled_dot_product_attention(q, k, v, dropout_p=-0.1)
+    # 2-D operands are one head: the same as a batch of one
+    np.testing.assert_array_equal(F.scaled_dot_product_attention(q[0], k[0], v[0]).numpy(),
+                                  F.scaled_dot_product_attention(q, k, v).numpy()[0])
+
+
+def test_a_bool_mask_adds_zero_where_allowed_and_a_tensor_mask_is_read_as_its_array() -> None:
+    from minitorch_accum.nn.functional import _attention_bias
+
+    q = mta.tensor(np.zeros((2, 3), np.float32))
+    allowed = np.array([[True, False], [True, True]])
+    bias = _attention_bias("op", q, (2, 2), allowed, 0.0, False)
+    assert bias.dtype == np.float32
+    np.testing.assert_array_equal(bias, np.array([[0.0, -np.inf], [0.0, 0.0]], np.float32))
+    floats = mta.tensor(np.array([[0.5, -1.0]], np.float64))
+    got = _attention_bias("op", q, (2, 2), floats, 0.0, False)
+    assert got.dtype == np.float32  # the scores' dtype, so that the fused softmax takes it
+    np.testing.assert_array_equal(got, np.array([[0.5, -1.0]], np.float32))
+    assert _attention_bias("op", q, (2, 2), None, 0.0, False) is None

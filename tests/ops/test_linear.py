@@ -216,3 +216,35 @@ def test_a_float32_bias_is_added_by_the_native_gemm_and_float64_by_the_add(monke
     assert seen == ({"gemm with a bias": 1, "add_row_vector": 0} if dtype == np.float32
                     else {"gemm with a bias": 0, "add_row_vector": 1})
     np.testing.assert_array_equal(y.data, (x @ w + b).data)
+
+
+def test_the_weight_and_input_gradients_are_offered_as_gemm_factors() -> None:
+    """The accumulation layer fuses a weight's gradient into the arena from these factors: None
+    here would still give the right gradient, but through a product the arena then adds."""
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
+    grad = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    ctx = ops.Context(NumpyBackend(), (True, True, True))
+    ctx.save(x, w)
+    a, b = ops.Linear.grad_factors(ctx, grad, 1)
+    np.testing.assert_array_equal(a @ b, x.reshape(6, 4).T @ grad.reshape(6, 5))
+    assert ops.Linear.grad_factors(ctx, grad, 0) is None  # a 3-D input's gradient is no 2-D product
+    ctx.save(x[0], w)
+    a, b = ops.Linear.grad_factors(ctx, grad[0], 0)
+    np.testing.assert_array_equal(a @ b, grad[0] @ w.T)
+
+
+def test_a_weight_that_does_not_fit_is_refused_with_the_shape_it_needs_and_the_layout_hint() -> None:
+    x = mta.tensor(np.ones((2, 3, 4), np.float32))
+    with pytest.raises(ops.OpError, match=r"^linear: weight of shape \(5, 4\) does not fit input of shape \(2, 3, 4\): "
+                                          r"it needs shape \(4, out\); weights here are \(in, out\) \(y = x @ W \+ b, "
+                                          r"Burn's layout\): for a PyTorch-layout \(out, in\) weight such as an "
+                                          r"Embedding's table write F\.linear\(x, weight\.mT\)$"):
+        F.linear(x, mta.tensor(np.ones((5, 4), np.float32)))
+    with pytest.raises(ops.OpError, match=r"^linear: weight of shape \(5, 6\) does not fit input of shape "
+                                          r"\(2, 3, 4\): it needs shape \(4, out\)$"):  # no layout hint: 6 is not 4
+        F.linear(x, mta.tensor(np.ones((5, 6), np.float32)))
+    with pytest.raises(ops.OpError, match=r"it needs shape \(\?, out\)$"):
+        F.linear(mta.tensor(np.float32(1.0)), mta.tensor(np.ones((5, 6), np.float32)))
+    with pytest.raises(ops.OpError, match=r"weight of shape \(4,\)"):
+        F.linear(x, mta.tensor(np.ones(4, np.float32)))

@@ -156,3 +156,31 @@ def test_the_models_attention_is_one_step_of_the_replayed_program() -> None:
     # no split, head views or merge around the two attentions; the one Permute is the tied head's table
     assert names.count("PackedQKVAttention") == 2 and "GetItem" not in names and names.count("Permute") == 1
     assert len(names) == 28, names  # 50 steps a micro-batch before (the char model's, 2 layers)
+
+
+def test_a_head_count_that_does_not_divide_the_width_is_refused() -> None:
+    with pytest.raises(ops.OpError, match=r"qkv of shape \(2, 3, 18\) must be .* 3 x n_head = 12"):
+        F.packed_qkv_attention(mta.tensor(np.zeros((2, 3, 18), np.float32)), 4)
+
+
+@pytest.mark.parametrize("needs", [(True, False, False), (False, True, False), (False, False, True),
+                                   (True, True, False)])
+def test_attention_computes_the_gradients_asked_for_and_only_them(needs: tuple[bool, bool, bool]) -> None:
+    rng = np.random.default_rng(12)
+    arrays = [rng.standard_normal((2, 3, 4)).astype(np.float32) for _ in range(3)]
+    tensors = [mta.tensor(a, requires_grad=need) for a, need in zip(arrays, needs, strict=True)]
+    grads = F.scaled_dot_product_attention(*tensors, is_causal=True).sum().backward()
+    reference = [mta.tensor(a, requires_grad=True) for a in arrays]
+    expected = F.scaled_dot_product_attention(*reference, is_causal=True).sum().backward()
+    for t, r, need in zip(tensors, reference, needs, strict=True):
+        if need:
+            np.testing.assert_array_equal(grads[t], expected[r])
+        else:
+            assert t not in grads
+    from minitorch_accum.backend.numpy_backend import NumpyBackend
+    from minitorch_accum.ops.attention import attention_backward
+
+    ctx = ops.Context(NumpyBackend(), needs)
+    ops.ScaledDotProductAttention.forward(ctx, *arrays, scale=0.5, bias=None)
+    got = attention_backward(ctx, np.ones((2, 3, 4), np.float32), *needs)
+    assert [g is not None for g in got] == list(needs)
