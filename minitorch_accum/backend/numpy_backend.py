@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,15 @@ def _row_major_operand(m: np.ndarray) -> tuple[np.ndarray, bool]:
     if m.flags.f_contiguous:
         return m.T, True
     return np.ascontiguousarray(m), False
+
+
+def _row_major_product(gemm: Callable[..., None], a: np.ndarray, b: np.ndarray, **extra: Any) -> np.ndarray:
+    """``a @ b`` of 2-D arrays by a row-major GEMM into a new array (``extra``: the native GEMM's
+    ``bias=``, a row added to every row of the product)."""
+    out = np.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
+    left, right = _row_major_operand(a), _row_major_operand(b)
+    gemm(out, left[0], left[1], right[0], right[1], 1.0, 0.0, **extra)
+    return out
 
 
 def _fortran_operand(m: np.ndarray) -> tuple[np.ndarray, int] | None:
@@ -76,10 +86,7 @@ class NumpyBackend(Backend):
         gemm = native_gemm_for(a.dtype)
         if gemm is None or a.dtype != b.dtype or a.ndim != 2 or b.ndim != 2 or not a.size:
             return np.matmul(a, b)
-        out = np.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
-        left, right = _row_major_operand(a), _row_major_operand(b)
-        gemm(out, left[0], left[1], right[0], right[1], 1.0, 0.0)
-        return out
+        return _row_major_product(gemm, a, b)
 
     def batched_matmul(self, a: Any, b: Any) -> Any:
         # every stack the native GEMM can take, so that a float32 product is its bits wherever it is:
@@ -104,10 +111,8 @@ class NumpyBackend(Backend):
         if (x.dtype == np.float32 and w.dtype == bias.dtype == x.dtype and x.size and w.shape[1]
                 and isinstance(bias, np.ndarray) and native_gemm_for(x.dtype) is not None):
             rows = math.prod(x.shape[:-1])
-            out = np.empty((rows, w.shape[1]), dtype=x.dtype)
-            left, right = _row_major_operand(x.reshape(rows, x.shape[-1])), _row_major_operand(w)
-            kernels.gemm(out, left[0], left[1], right[0], right[1], 1.0, 0.0,
-                         bias=bias if bias.flags.c_contiguous else np.ascontiguousarray(bias))
+            out = _row_major_product(kernels.gemm, x.reshape(rows, x.shape[-1]), w,
+                                     bias=np.ascontiguousarray(bias))
             return out.reshape(*x.shape[:-1], w.shape[1])
         return super().linear(x, w, bias)
 

@@ -49,10 +49,7 @@ def gemm(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: boo
     not read when beta is 0), then + bias[j] when a bias row is given (float32 only: a Linear's
     forward, rounded as the separate addition rounds it, without its pass over out); float64 is
     one single-threaded BLAS call."""
-    if bias is None:
-        native().gemm(a, bool(trans_a), b, bool(trans_b), out, float(alpha), float(beta))
-    else:
-        native().gemm(a, bool(trans_a), b, bool(trans_b), out, float(alpha), float(beta), bias)
+    native().gemm(a, bool(trans_a), b, bool(trans_b), out, float(alpha), float(beta), bias)
 
 
 def gemm_start(out: HostArray, a: HostArray, trans_a: bool, b: HostArray, trans_b: bool, alpha: float,
