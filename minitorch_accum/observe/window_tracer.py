@@ -142,7 +142,9 @@ class WindowTracer:
     @contextlib.contextmanager
     def reduction(self) -> Iterator[None]:
         first, started = len(self.trace.events), time.perf_counter()
-        with self._span("reduce over ranks", "window", communicator=self.communicator):
+        # the span opens at the instant the collectives are laid out from: taking a second clock
+        # reading for it would let the first bucket start before the span that holds it
+        with self._span("reduce over ranks", "window", started=started, communicator=self.communicator):
             yield
         collectives = [e for e in self.trace.events[first:] if e.kernel in COLLECTIVES]
         if collectives:

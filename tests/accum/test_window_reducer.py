@@ -4,9 +4,13 @@ window; the reduction inside the window's close, as its own span of the trace.""
 
 from __future__ import annotations
 
+import itertools
+import time
+
 import pytest
 
 from minitorch_accum.accum import Accumulator, ArenaStore
+from minitorch_accum.distributed import DataParallel, LocalCommunicator
 from tests.accum.helpers import data, mlp, summed_loss
 
 
@@ -83,3 +87,23 @@ def test_the_reduction_is_a_span_of_the_windows_close_and_the_normalization_name
     close, reduction = spans["close"], spans["reduce over ranks"]
     assert close.start <= reduction.start and reduction.start + reduction.seconds <= close.start + close.seconds + 1e-9
     assert spans["normalization"].args == {"window": 0, "reduction": "mean"}
+
+
+def test_every_collective_lies_inside_the_reduction_span_however_far_apart_two_clock_readings_are(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # each reading 1 ms after the last: a span that took its own reading after the instant its
+    # collectives were laid out from would start after the first bucket (CI saw 5 us under load)
+    ticks = itertools.count()
+    monkeypatch.setattr(time, "perf_counter", lambda: next(ticks) * 1e-3)
+    model = mlp()
+    reducer = DataParallel(LocalCommunicator(), bucket_bytes=128, first_bucket_bytes=128)
+    acc = Accumulator(model, steps=2, reducer=reducer, trace=True)
+    for i in range(2):
+        _backward(acc, model, i)
+    acc.window_scale()
+    (reduction,) = [span for span in acc.trace.spans if span.name == "reduce over ranks"]
+    collectives = [e for e in acc.trace.events if e.kernel == "allreduce"]
+    assert len([e for e in collectives if e.elements > 0]) > 1  # several buckets, laid end to end
+    for event in collectives:
+        assert reduction.start <= event.start
+        assert event.start + event.seconds <= reduction.start + reduction.seconds
