@@ -87,6 +87,7 @@ def test_the_reduction_is_a_span_of_the_windows_close_and_the_normalization_name
     close, reduction = spans["close"], spans["reduce over ranks"]
     assert close.start <= reduction.start and reduction.start + reduction.seconds <= close.start + close.seconds + 1e-9
     assert spans["normalization"].args == {"window": 0, "reduction": "mean"}
+    assert close.args == {"window": 0, "micro_batches": 2}
 
 
 def test_every_collective_lies_inside_the_reduction_span_however_far_apart_two_clock_readings_are(
