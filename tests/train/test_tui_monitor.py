@@ -267,6 +267,13 @@ def test_the_end_of_training_while_the_monitor_is_being_taken_down_raises_nothin
     _fed(check)
 
 
+def test_the_end_of_training_after_the_monitors_last_screen_is_gone_raises_nothing() -> None:
+    # the suite saw this race too: the app's screen stack already empty when the training thread returned
+    feed = _Feed()  # never run: no screen on its stack, as at the very end of a run
+    feed.app.on_training_ended(TrainingEnded())
+    assert feed.app.finished
+
+
 @pytest.mark.parametrize("how", ["finished", "stopped", "killed", "failed"])
 def test_the_end_of_training_says_how_the_run_ended_and_only_a_finished_one_stays_open(how: str) -> None:
     async def check(feed: _Feed, pilot: Any) -> None:

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, ScreenStackError
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
@@ -213,9 +213,10 @@ class TrainingMonitor(App[None]):
         self.finished = True
         try:
             self._show_the_end()
-        except NoMatches:
+        except (NoMatches, ScreenStackError):
             # the monitor closed (q, or a test's end) before the training thread returned: its widgets
-            # are gone, or going one by one (a panel found, the next one already unmounted)
+            # are gone, or going one by one (a panel found, the next one already unmounted), or its
+            # last screen is already off the stack (the suite saw both)
             return
 
     def _show_the_end(self) -> None:
